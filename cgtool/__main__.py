@@ -1,0 +1,3 @@
+from cgtool.cli.main import main
+
+main()

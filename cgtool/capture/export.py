@@ -1,0 +1,265 @@
+"""Graph export: ``get_graph_data()``'s schema from a live cudaGraph_t and its cudaGraphExec_t.
+
+Where the tools ids come from (recorded in the export as ``cgtool.id_source``):
+
+* ``"driver"``: ``cudaGraphNodeGetToolsId`` / ``cudaGraphExecGetId`` (CUDA driver 13.1+), exactly
+  as torch's own ``get_graph_data`` does.
+* ``"cupti"``: on older drivers these calls return ``cudaErrorCallRequiresNewerDriver``;
+  cupti-python's ``get_graph_node_id`` gives ``(template_graph_id << 32) | local_id`` and
+  ``get_graph_exec_id`` the exec graph id, which CUPTI's activity records of a replay use. The
+  same packing, ``(exec_id << 32) | local_id``, then joins an export to a CUPTI trace exactly.
+
+Kernel names are looked up once per distinct function, not once per node.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from cgtool import __version__
+from cgtool.capture._deps import check, optional_cupti, require_bindings
+from cgtool.errors import MissingExtraError
+from cgtool.inspect.graph import LOW32, SCHEMA_VERSION
+from cgtool.inspect.names import demangle
+
+_NODE_TYPE_NAMES: dict[int, str] | None = None
+_tools_id_probe: bool | None = None  # driver supports cudaGraphNodeGetToolsId
+
+
+def _node_type_names(rt: Any) -> dict[int, str]:
+    global _NODE_TYPE_NAMES
+    if _NODE_TYPE_NAMES is None:
+        T = rt.cudaGraphNodeType
+        pairs = [
+            ("cudaGraphNodeTypeKernel", "kernel"),
+            ("cudaGraphNodeTypeMemcpy", "memcpy"),
+            ("cudaGraphNodeTypeMemset", "memset"),
+            ("cudaGraphNodeTypeHost", "host"),
+            ("cudaGraphNodeTypeGraph", "child_graph"),
+            ("cudaGraphNodeTypeEmpty", "empty"),
+            ("cudaGraphNodeTypeWaitEvent", "wait_event"),
+            ("cudaGraphNodeTypeEventRecord", "event_record"),
+            ("cudaGraphNodeTypeMemAlloc", "mem_alloc"),
+            ("cudaGraphNodeTypeMemFree", "mem_free"),
+            ("cudaGraphNodeTypeExtSemaphoreSignal", "ext_semaphore_signal"),
+            ("cudaGraphNodeTypeExtSemaphoreWait", "ext_semaphore_wait"),
+            ("cudaGraphNodeTypeConditional", "conditional"),
+        ]
+        _NODE_TYPE_NAMES = {int(getattr(T, a)): b for a, b in pairs if hasattr(T, a)}
+    return _NODE_TYPE_NAMES
+
+
+def driver_has_tools_ids(rt: Any, node: Any) -> bool:
+    """Whether ``cudaGraphNodeGetToolsId`` works on this driver (probed once per process)."""
+    global _tools_id_probe
+    if _tools_id_probe is None:
+        fn = getattr(rt, "cudaGraphNodeGetToolsId", None)
+        if fn is None:
+            _tools_id_probe = False
+        else:
+            err = fn(node)[0]
+            _tools_id_probe = int(err) == 0
+    return _tools_id_probe
+
+
+def id_source_available() -> str:
+    """"driver", "cupti" or "none": what this process can use for tools ids (without a graph)."""
+    rt, _ = require_bindings("Graph export")
+    ver = check(rt.cudaDriverGetVersion(), "cudaDriverGetVersion")
+    if ver >= 13010 and hasattr(rt, "cudaGraphNodeGetToolsId"):
+        return "driver"
+    return "cupti" if optional_cupti() is not None else "none"
+
+
+def _get_nodes(rt: Any, graph: Any) -> list[Any]:
+    _, num = check(rt.cudaGraphGetNodes(graph, numNodes=0), "cudaGraphGetNodes")
+    if num == 0:
+        return []
+    nodes, num = check(rt.cudaGraphGetNodes(graph, numNodes=num), "cudaGraphGetNodes")
+    return list(nodes[:num])
+
+
+def _get_edges(rt: Any, graph: Any) -> tuple[list[Any], list[Any]]:
+    res = check(rt.cudaGraphGetEdges(graph, numEdges=0), "cudaGraphGetEdges")
+    num = res[-1]
+    if num == 0:
+        return [], []
+    res = check(rt.cudaGraphGetEdges(graph, numEdges=num), "cudaGraphGetEdges")
+    frm, to, num = res[0], res[1], res[-1]
+    return list(frm[:num]), list(to[:num])
+
+
+def graph_data(
+    raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto"
+) -> dict[str, Any]:
+    """The export of the template ``raw_graph`` as instantiated into ``raw_exec``.
+
+    The result has exactly get_graph_data()'s keys, plus ``"cgtool"`` when ``with_meta``.
+    ``id_source`` forces "driver" or "cupti" (for tests); "auto" prefers the driver.
+    """
+    rt, drv = require_bindings("Graph export")
+    graph = rt.cudaGraph_t(init_value=int(raw_graph))
+    exec_ = rt.cudaGraphExec_t(init_value=int(raw_exec))
+    t0 = time.perf_counter()
+    nodes = _get_nodes(rt, graph)
+    types = _node_type_names(rt)
+
+    source = id_source
+    if source == "auto":
+        source = "driver" if nodes and driver_has_tools_ids(rt, nodes[0]) else "cupti"
+    cupti = None
+    if source == "driver":
+        exec_id = check(rt.cudaGraphExecGetId(exec_), "cudaGraphExecGetId")
+        tools_id_of = rt.cudaGraphNodeGetToolsId
+    else:
+        cupti = optional_cupti()
+        if cupti is None:
+            raise MissingExtraError(
+                "Graph export on a CUDA driver older than 13.1",
+                detail="cupti-python, which gives the node ids there (the driver's "
+                "cudaGraphNodeGetToolsId needs 13.1); take `cupti-python` matching your CUDA",
+            )
+        exec_id = int(cupti.get_graph_exec_id(int(raw_exec)))
+
+    handle_to_idx: dict[int, int] = {}
+    infos: list[dict[str, Any]] = []
+    extras: list[dict[str, Any]] = []
+    func_names: dict[int, str | None] = {}
+    get_type = rt.cudaGraphNodeGetType
+    kparams = drv.cuGraphKernelNodeGetParams
+    CUgraphNode = drv.CUgraphNode
+    kernel_t = None
+    for k, t in types.items():
+        if t == "kernel":
+            kernel_t = k
+    for i, node in enumerate(nodes):
+        h = int(node)
+        handle_to_idx[h] = i
+        err, ntype = get_type(node)
+        ntype = int(ntype)
+        if source == "driver":
+            err, tid = tools_id_of(node)
+            local = int(tid) & LOW32
+        else:
+            local = int(cupti.get_graph_node_id(h)) & LOW32  # type: ignore[union-attr]
+        kname = None
+        extra: dict[str, Any] = {}
+        if ntype == kernel_t:
+            err, p = kparams(CUgraphNode(init_value=h))
+            if int(err) == 0:
+                f = int(p.func)
+                if f not in func_names:
+                    func_names[f] = _func_name(drv, f)
+                kname = func_names[f]
+                extra = {
+                    "grid": [p.gridDimX, p.gridDimY, p.gridDimZ],
+                    "block": [p.blockDimX, p.blockDimY, p.blockDimZ],
+                    "shared_mem": p.sharedMemBytes,
+                }
+                if kname:
+                    dm = demangle(kname)
+                    if dm != kname:
+                        extra["demangled"] = dm
+        elif types.get(ntype) == "child_graph":
+            extra = _child_summary(rt, node)
+        infos.append(
+            {
+                "index": i,
+                "node_type": types.get(ntype, f"unknown_{ntype}"),
+                "tools_id": (exec_id << 32) | local,
+                "graph_id": exec_id,
+                "node_id": local,
+                "kernel_name": kname,
+                "dependencies": [],
+                "dependents": [],
+            }
+        )
+        extras.append(extra)
+
+    frm, to = _get_edges(rt, graph)
+    for a, b in zip(frm, to):
+        src = handle_to_idx.get(int(a))
+        dst = handle_to_idx.get(int(b))
+        if src is not None and dst is not None:
+            infos[src]["dependents"].append(dst)
+            infos[dst]["dependencies"].append(src)
+    export_s = time.perf_counter() - t0
+
+    out: dict[str, Any] = {"exec_graph_id": exec_id, "nodes": infos}
+    if with_meta:
+        out["cgtool"] = {
+            "schema_version": SCHEMA_VERSION,
+            "id_source": source,
+            "environment": environment(),
+            "timings": {"export_s": export_s},
+            "nodes": extras,
+        }
+    return out
+
+
+def _func_name(drv: Any, f: int) -> str | None:
+    if not f:
+        return None
+    err, name = drv.cuFuncGetName(drv.CUfunction(init_value=f))
+    if int(err) != 0:
+        return None
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def _child_summary(rt: Any, node: Any) -> dict[str, Any]:
+    """Child graphs are not recursed into (their nodes have their own ids); say what they hold."""
+    err, child = rt.cudaGraphChildGraphNodeGetGraph(node)
+    if int(err) != 0:
+        return {"child_graph": "unreadable"}
+    inner = _get_nodes(rt, child)
+    return {"child_graph": {"nodes": len(inner), "note": "not expanded: child graph nodes are listed as one node"}}
+
+
+def environment() -> dict[str, Any]:
+    """The environment fingerprint recorded in every artifact."""
+    import torch
+
+    rt, _ = require_bindings("Graph export")
+    dev = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(dev)
+    drv_ver = check(rt.cudaDriverGetVersion(), "cudaDriverGetVersion")
+    rt_ver = check(rt.cudaRuntimeGetVersion(), "cudaRuntimeGetVersion")
+    cupti = optional_cupti()
+    env: dict[str, Any] = {
+        "cgtool": __version__,
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "cuda_runtime": rt_ver,
+        "cuda_driver": drv_ver,
+        "driver_version": _nvml_driver(),
+        "device": props.name,
+        "device_index": dev,
+        "capability": list(torch.cuda.get_device_capability(dev)),
+        "sm_count": props.multi_processor_count,
+        "cupti_python": _pkg_version("cupti-python") if cupti is not None else None,
+        "cuda_bindings": _pkg_version("cuda-bindings"),
+        "CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
+    }
+    return env
+
+
+def _pkg_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def _nvml_driver() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else str(v)
+    except Exception:
+        return None

@@ -1,0 +1,76 @@
+"""One error hierarchy for the whole tool. Only the CLI catches these.
+
+Every error carries the exit code of DESIGN.md's scheme and a message that names what failed,
+the value, and the fix, written as one readable paragraph.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Exit codes shared by every command."""
+
+    OK = 0  # success
+    CHECK_FAILED = 1  # a check failed: regression, fake dependencies over the limit, diff found
+    USAGE = 2  # bad arguments, missing file or function, existing output without --force
+    CAPTURE_FAILED = 3  # the workload could not be captured / replayed, or the capture extra is missing
+    INVALID_INPUT = 4  # an input file is malformed, truncated, or inconsistent
+
+
+class CgtoolError(Exception):
+    """Base class: a message for the user and an exit code."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(CgtoolError):
+    """The command line or the environment asks for something that cannot be done."""
+
+    exit_code = ExitCode.USAGE
+
+
+class OutputExistsError(UsageError):
+    """An output path exists and ``--force`` was not given."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(
+            f"File already exists, will not overwrite without --force: {path}"
+        )
+
+
+class MissingExtraError(CgtoolError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    exit_code = ExitCode.CAPTURE_FAILED
+
+    def __init__(self, what: str, extra: str = "gpu", detail: str = "") -> None:
+        msg = (
+            f"{what} needs packages that are not installed{': ' + detail if detail else ''}. "
+            f"Install the capture side with `pip install 'cgtool[{extra}]'` "
+            "(it keeps an existing torch build; it only adds what is missing)."
+        )
+        super().__init__(msg)
+
+
+class CaptureError(CgtoolError):
+    """The workload could not be captured, instantiated or replayed."""
+
+    exit_code = ExitCode.CAPTURE_FAILED
+
+
+class InvalidInputError(CgtoolError):
+    """An input artifact is malformed or does not match what it is used with."""
+
+    exit_code = ExitCode.INVALID_INPUT
+
+
+class CheckFailed(CgtoolError):
+    """A CI check (regression, fake dependencies, diff) failed; the report was already printed."""
+
+    exit_code = ExitCode.CHECK_FAILED

@@ -1,0 +1,1 @@
+"""Pure analysis of cgtool artifacts. Nothing here imports torch or touches a GPU."""

@@ -1,0 +1,137 @@
+"""Reading and writing JSON artifacts: gzip by content, a cap on decompressed size, atomic writes.
+
+cgtool never unpickles: every artifact is JSON (optionally gzip-compressed).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import tempfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from cgtool.errors import InvalidInputError, OutputExistsError, UsageError
+
+GZIP_MAGIC = b"\x1f\x8b"
+#: Default cap on the decompressed size of a gzip input (a gzip bomb stops here).
+DEFAULT_MAX_BYTES = 8 * 1024**3
+
+
+def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """The content of ``path``, gunzipped when it starts with the gzip magic number."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"No such file: {p}. Check the path (it is relative to {Path.cwd()}).")
+    if p.is_dir():
+        raise UsageError(f"Expected a file but got a directory: {p}.")
+    with open(p, "rb") as f:
+        head = f.read(2)
+        f.seek(0)
+        if head != GZIP_MAGIC:
+            data = f.read(max_bytes + 1)
+            if len(data) > max_bytes:
+                raise InvalidInputError(
+                    f"{p} is larger than the {max_bytes:,}-byte limit. "
+                    "Raise it with --max-bytes if the file is genuine."
+                )
+            return data
+        return _gunzip_capped(f, p, max_bytes)
+
+
+def _gunzip_capped(f: io.BufferedReader, p: Path, max_bytes: int) -> bytes:
+    # Decompress in chunks so that a gzip bomb is stopped at the cap, not after filling memory.
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = bytearray()
+    try:
+        while True:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                break
+            out += d.decompress(chunk, max_bytes + 1 - len(out))
+            while d.unconsumed_tail and len(out) <= max_bytes:
+                out += d.decompress(d.unconsumed_tail, max_bytes + 1 - len(out))
+            if len(out) > max_bytes:
+                raise InvalidInputError(
+                    f"{p} decompresses to more than {max_bytes:,} bytes; reading stopped there "
+                    "(this guards against gzip bombs). Raise the limit with --max-bytes if the "
+                    "file is genuine."
+                )
+            if d.eof:
+                break
+        if not d.eof:
+            raise InvalidInputError(
+                f"{p} is a truncated gzip file (the compressed stream ends early). "
+                "Copy or record the file again."
+            )
+    except (zlib.error, gzip.BadGzipFile, EOFError) as e:
+        raise InvalidInputError(f"{p} is not a valid gzip file ({e}). Record it again.") from None
+    return bytes(out)
+
+
+def describe_json_error(path: object, data: bytes, err: Exception) -> str:
+    """One paragraph for a JSON syntax error: where it is and whether the file looks truncated."""
+    text = str(err)
+    truncated = "truncated" in text or "end of" in text.lower() or not data.rstrip()
+    if not data.strip():
+        return f"{path} is empty: expected a JSON document. Record or export it again."
+    hint = (
+        "The file looks truncated (it ends before the JSON does): the writer was probably "
+        "interrupted. Record it again."
+        if truncated
+        else "Check that it is the file you meant and that it is JSON."
+    )
+    return f"{path} is not valid JSON ({text}). {hint}"
+
+
+def load_json(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
+    """Parse a JSON (or gzipped JSON) file into Python objects, with a readable error."""
+    data = read_bytes(path, max_bytes=max_bytes)
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
+        raise InvalidInputError(describe_json_error(path, data, e)) from None
+
+
+def check_writable(path: str | os.PathLike[str], force: bool) -> Path:
+    """Refuse to overwrite ``path`` unless ``force``; make sure its folder exists."""
+    p = Path(path)
+    if p.exists() and not force:
+        raise OutputExistsError(p)
+    if p.exists() and p.is_dir():
+        raise UsageError(f"{p} is a directory; give a file name.")
+    return p
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, force: bool = False) -> Path:
+    """Write ``data`` to ``path`` through a temporary file and a rename: never a half-written file."""
+    p = check_writable(path, force)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if p.suffix == ".gz":
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def dumps(obj: Any, *, indent: bool = True) -> bytes:
+    """Serialise to JSON bytes (64-bit ids stay exact integers)."""
+    raw = msgspec.json.encode(obj)
+    return msgspec.json.format(raw, indent=1) if indent else raw
+
+
+def write_json(
+    path: str | os.PathLike[str], obj: Any, *, force: bool = False, indent: bool = True
+) -> Path:
+    """Atomically write ``obj`` as JSON (gzip when the name ends in ``.gz``)."""
+    return atomic_write_bytes(path, dumps(obj, indent=indent) + b"\n", force=force)
