@@ -405,7 +405,9 @@ def make_graphed_callables(
         def __init__(self, keep_graph: bool = False) -> None:
             pass
 
+    # torch.cuda.graphs refers to CUDAGraph both as a module global and as torch.cuda.CUDAGraph.
     tg.CUDAGraph = _KeepGraph
+    torch.cuda.CUDAGraph = _KeepGraph
     try:
         kwargs: dict[str, Any] = {"num_warmup_iters": num_warmup_iters, "allow_unused_input": allow_unused_input}
         if pool is not None:
@@ -413,6 +415,7 @@ def make_graphed_callables(
         result = torch.cuda.make_graphed_callables(callables, sample_args, **kwargs)
     finally:
         tg.CUDAGraph = Orig
+        torch.cuda.CUDAGraph = Orig
     if graphs_out is not None:
         # torch makes all forward graphs first, then all backward graphs.
         half = len(made) // 2

@@ -1,6 +1,7 @@
 """The capture engine on a real GPU. Run on the GPU machine: `pytest -m gpu`."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -263,7 +264,7 @@ def test_tools_ids_equal_cupti_graph_node_ids():
     """The key property: every tools_id of an export is the graph node id CUPTI reports."""
     pytest.importorskip("cupti")
     r = subprocess.run([sys.executable, "-c", CUPTI_JOIN], capture_output=True, text=True,
-                       cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                       cwd=ROOT, env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     export, recs = out["export"], out["records"]
