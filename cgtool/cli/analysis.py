@@ -1,0 +1,202 @@
+"""Analysis commands: they read files and need no GPU and no torch."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cgtool.cli._common import err, out
+from cgtool.errors import CheckFailed, InvalidInputError, UsageError
+from cgtool.jsonio import DEFAULT_MAX_BYTES, atomic_write_bytes, write_json
+
+MaxBytes = Annotated[int, typer.Option("--max-bytes", help="Refuse inputs that are (or decompress to) more bytes than this.")]
+
+
+def _graphs_for(trace_path: Path, graph: list[Path], max_bytes: int):  # type: ignore[no-untyped-def]
+    from cgtool.inspect.deps import graphs_from_trace
+    from cgtool.inspect.graph import GraphData
+    from cgtool.inspect.trace import load_trace
+
+    t = load_trace(trace_path, max_bytes=max_bytes)
+    gs = [GraphData.load(p, max_bytes=max_bytes) for p in graph] if graph else graphs_from_trace(t)
+    return t, gs
+
+
+def deps(
+    trace: Annotated[Path, typer.Argument(help="Chrome trace (.json or .json.gz): cgtool's, or torch.profiler's.")],
+    graph: Annotated[Optional[list[Path]], typer.Option("--graph", "-g", help="Graph export(s) of the traced instantiation; optional for cgtool traces, which embed theirs.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the result as JSON (schema: docs/deps.md).")] = None,
+    tolerance_us: Annotated[float, typer.Option(help="B counts as after A when it starts no earlier than this before A's end.")] = 0.5,
+    fail_on_fake: Annotated[Optional[int], typer.Option(help="Exit 1 when more than N fake dependencies are found.")] = None,
+    annotate: Annotated[Optional[Path], typer.Option(help="Write a copy of the trace with true edges as flow arrows and fake serializations marked.")] = None,
+    top: Annotated[int, typer.Option(help="Rows in the top-fake table.")] = 10,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")] = False,
+    max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
+) -> None:
+    """True and fake dependencies: classify every serialization a trace shows against the graph."""
+    from cgtool.inspect.deps import analyze
+    from cgtool.report.tables import deps_report
+
+    for p in (json_out, annotate):
+        if p is not None and p.exists() and not force:
+            from cgtool.errors import OutputExistsError
+
+            raise OutputExistsError(p)
+    if annotate is not None and annotate.resolve() == trace.resolve():
+        raise UsageError("--annotate must name a new file; the original trace stays untouched.")
+    t, gs = _graphs_for(trace, graph or [], max_bytes)
+    res = analyze(t, gs, tolerance_us=tolerance_us)
+    deps_report(out, res, top=top)
+    if json_out is not None:
+        write_json(json_out, res.to_json(), force=force)
+        err.print(f"wrote {json_out}", markup=False)
+    if annotate is not None:
+        from cgtool.inspect.annotate import annotate_trace
+        from cgtool.jsonio import load_json
+
+        doc = load_json(trace, max_bytes=max_bytes)
+        write_json(annotate, annotate_trace(doc, res, gs), force=force, indent=False)
+        err.print(f"wrote {annotate} (open it in Perfetto)", markup=False)
+    if fail_on_fake is not None and res.n_fake > fail_on_fake:
+        raise CheckFailed(f"{res.n_fake} fake dependencies found, more than --fail-on-fake {fail_on_fake}.")
+
+
+def topo(
+    graph: Annotated[Path, typer.Argument(help="Graph export (graph.json).")],
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="A trace of this instantiation: weights the critical path by measured durations.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the topology as JSON.")] = None,
+    force: Annotated[bool, typer.Option("--force")] = False,
+    max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
+) -> None:
+    """Topology: depth, width, forks and joins, redundant edges, critical path."""
+    from cgtool.inspect.graph import GraphData
+    from cgtool.inspect.topo import analyze
+    from cgtool.report.tables import topo_table
+
+    g = GraphData.load(graph, max_bytes=max_bytes)
+    durations = _durations(g, trace, max_bytes) if trace else None
+    t = analyze(g, durations)
+    topo_table(out, g, t)
+    if json_out is not None:
+        write_json(json_out, t.to_json(), force=force)
+        err.print(f"wrote {json_out}", markup=False)
+
+
+def _durations(g, trace: Path, max_bytes: int) -> dict[int, float]:  # type: ignore[no-untyped-def]
+    """Mean measured duration per node index over the trace's replays of ``g``."""
+    from cgtool.inspect.trace import load_trace
+
+    t = load_trace(trace, max_bytes=max_bytes)
+    idx = g.by_tools_id()
+    sums: dict[int, list[float]] = {}
+    ids = {e.graph_id for e in t.events if e.graph_id is not None}
+    if g.exec_graph_id not in ids:
+        raise InvalidInputError(
+            f"{trace} has graph ids {sorted(ids) or 'none'} but {g.source} is exec graph "
+            f"{g.exec_graph_id}: they come from different instantiations. Pass the matching pair."
+        )
+    for e in t.events:
+        if e.graph_id == g.exec_graph_id and e.tools_id in idx:
+            s = sums.setdefault(idx[e.tools_id].index, [0.0, 0])
+            s[0] += e.end - e.start
+            s[1] += 1
+    return {i: s[0] / s[1] for i, s in sums.items()}
+
+
+def _lanes(g, trace: Path, max_bytes: int) -> dict[int, str]:  # type: ignore[no-untyped-def]
+    from cgtool.inspect.trace import load_trace
+
+    t = load_trace(trace, max_bytes=max_bytes)
+    idx = g.by_tools_id()
+    lanes: dict[int, str] = {}
+    for e in t.events:
+        if e.graph_id == g.exec_graph_id and e.tools_id in idx:
+            i = idx[e.tools_id].index
+            if i not in lanes:
+                lanes[i] = f"channel {e.channel}" if e.channel is not None else f"stream {e.stream}"
+    if not lanes:
+        raise InvalidInputError(f"{trace} holds no events of exec graph {g.exec_graph_id} ({g.source}).")
+    return lanes
+
+
+def dot(
+    graph: Annotated[Path, typer.Argument(help="Graph export (graph.json).")],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output .dot (default: stdout).")] = None,
+    render: Annotated[Optional[str], typer.Option(help="Also render with Graphviz: svg or png (next to the .dot).")] = None,
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="Group nodes by the channel (or stream) they ran on in this trace.")] = None,
+    collapse: Annotated[int, typer.Option(help="Fold linear chains of at least N nodes into one (0: expand all).")] = 4,
+    expand: Annotated[bool, typer.Option("--expand", help="Same as --collapse 0.")] = False,
+    force: Annotated[bool, typer.Option("--force")] = False,
+    max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
+) -> None:
+    """A readable Graphviz DOT of a graph export: short names, types, critical path, chains folded."""
+    from cgtool.inspect.graph import GraphData
+    from cgtool.inspect.topo import analyze
+    from cgtool.report.dot import render_dot
+
+    if render not in (None, "svg", "png"):
+        raise UsageError(f"--render takes svg or png, not {render!r}.")
+    if render and output is None:
+        raise UsageError("--render needs -o FILE.dot (the image is written beside it).")
+    g = GraphData.load(graph, max_bytes=max_bytes)
+    buf = io.StringIO()
+    lanes = _lanes(g, trace, max_bytes) if trace else None
+    render_dot(g, buf, topo=analyze(g), collapse=0 if expand else collapse, lanes=lanes, title=str(graph))
+    if output is None:
+        out.file.write(buf.getvalue())
+        return
+    atomic_write_bytes(output, buf.getvalue().encode(), force=force)
+    err.print(f"wrote {output}", markup=False)
+    if render:
+        img = output.with_suffix(f".{render}")
+        if img.exists() and not force:
+            from cgtool.errors import OutputExistsError
+
+            raise OutputExistsError(img)
+        exe = shutil.which("dot")
+        if exe is None:
+            err.print(
+                f"Graphviz's `dot` program is not installed, so {img} was not rendered; {output} is "
+                "written. Install Graphviz (`apt-get install graphviz`, `brew install graphviz` or "
+                f"`conda install graphviz`) and run `dot -T{render} {output} -o {img}`.",
+                markup=False,
+            )
+            return
+        r = subprocess.run([exe, f"-T{render}", str(output), "-o", str(img)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise UsageError(f"`dot -T{render}` failed: {r.stderr.strip()[:300]}")
+        err.print(f"wrote {img}", markup=False)
+
+
+def diff(
+    a: Annotated[Path, typer.Argument(help="Graph export A (before).")],
+    b: Annotated[Path, typer.Argument(help="Graph export B (after).")],
+    fail_on: Annotated[Optional[list[str]], typer.Option("--fail-on", help="Exit 1 when met: any, kernels-increased, nodes-increased, edges-increased, depth-increased, width-decreased, kernel-added, kernel-removed.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the diff as JSON.")] = None,
+    force: Annotated[bool, typer.Option("--force")] = False,
+    max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
+) -> None:
+    """What changed between two captures: kernels, node and edge types, depth, width, critical path."""
+    from cgtool.inspect.diff import diff as do_diff, failed_conditions
+    from cgtool.inspect.graph import GraphData
+    from cgtool.report.tables import diff_table
+
+    d = do_diff(GraphData.load(a, max_bytes=max_bytes), GraphData.load(b, max_bytes=max_bytes))
+    hit = failed_conditions(d, fail_on or [])
+    diff_table(out, d)
+    if json_out is not None:
+        write_json(json_out, d.to_json(), force=force)
+    if hit:
+        raise CheckFailed(f"diff found: {', '.join(hit)}.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(rich_help_panel="Analyse files (no GPU)")(deps)
+    app.command(rich_help_panel="Analyse files (no GPU)")(topo)
+    app.command(rich_help_panel="Analyse files (no GPU)")(dot)
+    app.command(rich_help_panel="Analyse files (no GPU)")(diff)

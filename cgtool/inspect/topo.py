@@ -1,0 +1,151 @@
+"""Topology of a graph export (networkx for components and the exact width; the rest is linear).
+
+Definitions (the JSON keys of `cgtool topo --json`):
+
+* ``depth``: nodes on the longest path.
+* ``levels``: the longest-path layering (a node's level is one more than its deepest dependency);
+  ``max_level_width`` is the most nodes in one level.
+* ``max_concurrency``: the largest set of nodes no two of which are ordered by a path (a maximum
+  antichain, by Dilworth's theorem via bipartite matching); computed exactly up to
+  ``EXACT_WIDTH_LIMIT`` nodes, else None (``max_level_width`` is then a lower bound).
+* ``redundant_edges``: edges implied by other paths (removed by a transitive reduction).
+* ``critical_path``: tools ids along the longest path by node count, or by measured duration
+  when a trace is given (``critical_path_us``: the lower bound on replay time).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import networkx as nx
+
+from cgtool.inspect.graph import GraphData
+from cgtool.inspect.reach import Reachability, topological_order
+
+EXACT_WIDTH_LIMIT = 3000
+
+
+@dataclass
+class Topology:
+    nodes: int
+    edges: int
+    nodes_by_type: dict[str, int]
+    edges_by_type: dict[str, int]
+    roots: list[int]
+    leaves: list[int]
+    depth: int
+    level_widths: list[int]
+    max_level_width: int
+    max_concurrency: int | None
+    forks: list[int]
+    joins: list[int]
+    redundant_edges: list[tuple[int, int]]
+    components: int
+    critical_path: list[int]  # node indices
+    critical_path_us: float | None = None
+    distinct_kernels: int = 0
+    tools_ids: list[int] = field(default_factory=list, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        t = self.tools_ids
+        return {
+            "nodes": self.nodes,
+            "edges": self.edges,
+            "nodes_by_type": self.nodes_by_type,
+            "edges_by_type": self.edges_by_type,
+            "roots": [t[i] for i in self.roots],
+            "leaves": [t[i] for i in self.leaves],
+            "depth": self.depth,
+            "level_widths": self.level_widths,
+            "max_level_width": self.max_level_width,
+            "max_concurrency": self.max_concurrency,
+            "forks": [t[i] for i in self.forks],
+            "joins": [t[i] for i in self.joins],
+            "redundant_edges": [[t[a], t[b]] for a, b in self.redundant_edges],
+            "components": self.components,
+            "critical_path": [t[i] for i in self.critical_path],
+            "critical_path_us": self.critical_path_us,
+            "distinct_kernels": self.distinct_kernels,
+        }
+
+
+def analyze(g: GraphData, durations_us: Mapping[int, float] | None = None) -> Topology:
+    """Topology of ``g``; ``durations_us`` (node index -> measured µs) weights the critical path."""
+    n = len(g.nodes)
+    order = topological_order(g)
+    reach = Reachability(g, order)
+    level = [0] * n
+    longest = [0.0] * n
+    prev = [-1] * n
+    w = durations_us or {}
+    for v in order:
+        deps = g.nodes[v].dependencies
+        if deps:
+            level[v] = 1 + max(level[u] for u in deps)
+            best = max(deps, key=lambda u: (longest[u], -u))
+            longest[v] = longest[best] + (w.get(v, 0.0) if durations_us else 1.0)
+            prev[v] = best
+        else:
+            longest[v] = w.get(v, 0.0) if durations_us else 1.0
+    widths = Counter(level)
+    level_widths = [widths[i] for i in range(max(level) + 1)] if n else []
+    end = max(range(n), key=lambda v: (longest[v], -v)) if n else -1
+    path: list[int] = []
+    while end != -1:
+        path.append(end)
+        end = prev[end]
+    path.reverse()
+    redundant = []
+    for nd in g.nodes:
+        ds = nd.dependents
+        if len(ds) > 1:
+            for v in ds:
+                if any(x != v and reach.reachable(x, v) for x in ds):
+                    redundant.append((nd.index, v))
+    edges_by_type: Counter[str] = Counter()
+    for nd in g.nodes:
+        for d in nd.dependents:
+            edges_by_type[f"{nd.node_type.value}->{g.nodes[d].node_type.value}"] += 1
+    G = nx.DiGraph()
+    G.add_nodes_from(range(n))
+    G.add_edges_from(g.edges())
+    comps = nx.number_weakly_connected_components(G) if n else 0
+    return Topology(
+        nodes=n,
+        edges=G.number_of_edges(),
+        nodes_by_type=dict(Counter(nd.node_type.value for nd in g.nodes)),
+        edges_by_type=dict(edges_by_type),
+        roots=[nd.index for nd in g.nodes if not nd.dependencies],
+        leaves=[nd.index for nd in g.nodes if not nd.dependents],
+        depth=(max(level) + 1) if n else 0,
+        level_widths=level_widths,
+        max_level_width=max(level_widths, default=0),
+        max_concurrency=_max_antichain(g, reach) if n <= EXACT_WIDTH_LIMIT else None,
+        forks=[nd.index for nd in g.nodes if len(nd.dependents) > 1],
+        joins=[nd.index for nd in g.nodes if len(nd.dependencies) > 1],
+        redundant_edges=redundant,
+        components=comps,
+        critical_path=path,
+        critical_path_us=round(longest[path[-1]], 3) if (durations_us and path) else None,
+        distinct_kernels=len({nd.kernel_name for nd in g.nodes if nd.kernel_name}),
+        tools_ids=[nd.tools_id for nd in g.nodes],
+    )
+
+
+def _max_antichain(g: GraphData, reach: Reachability) -> int:
+    """Width of the partial order = n - maximum matching in the bipartite comparability graph."""
+    n = len(g.nodes)
+    if n == 0:
+        return 0
+    B = nx.Graph()
+    left = [("L", i) for i in range(n)]
+    B.add_nodes_from(left, bipartite=0)
+    B.add_nodes_from((("R", i) for i in range(n)), bipartite=1)
+    for a in range(n):
+        for b in range(n):
+            if reach.reachable(a, b):
+                B.add_edge(("L", a), ("R", b))
+    m = nx.bipartite.hopcroft_karp_matching(B, top_nodes=left)
+    return n - len(m) // 2

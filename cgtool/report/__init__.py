@@ -1,0 +1,1 @@
+"""Renderers: turn analysis results into rich tables, DOT, JSON and markdown."""

@@ -1,0 +1,118 @@
+"""Rich renderings of results. Each function writes to a given Console (tests use a fixed width)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from cgtool.inspect.deps import DepsResult
+from cgtool.inspect.diff import Change, GraphDiff
+from cgtool.inspect.graph import GraphData
+from cgtool.inspect.names import short_name
+from cgtool.inspect.topo import Topology
+
+
+def _fmt_us(v: float | None) -> str:
+    return "-" if v is None else (f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.1f} µs")
+
+
+def graph_summary(con: Console, g: GraphData, t: Topology, title: str = "") -> None:
+    meta = g.meta
+    tim = meta.get("timings", {}) if isinstance(meta, dict) else {}
+    tab = Table(title=title or f"graph {g.exec_graph_id}", show_header=False, title_justify="left")
+    tab.add_column("what", style="bold")
+    tab.add_column("value")
+    tab.add_row("nodes", f"{t.nodes}  (" + ", ".join(f"{k} {v}" for k, v in sorted(t.nodes_by_type.items())) + ")")
+    tab.add_row("edges", str(t.edges))
+    tab.add_row("roots / leaves", f"{len(t.roots)} / {len(t.leaves)}")
+    tab.add_row("depth / widest level", f"{t.depth} / {t.max_level_width}")
+    tab.add_row("distinct kernels", str(t.distinct_kernels))
+    tab.add_row("exec graph id", f"{g.exec_graph_id} (ids from {g.id_source})")
+    if tim.get("capture_s") is not None:
+        tab.add_row("capture / instantiate", f"{tim['capture_s'] * 1e3:.2f} ms / {(tim.get('instantiate_s') or 0) * 1e3:.2f} ms")
+    chk = meta.get("check") if isinstance(meta, dict) else None
+    if chk and chk.get("ok") is not None:
+        tab.add_row("replay vs eager", f"{'match' if chk['ok'] else 'MISMATCH'} (max |diff| {chk['max_abs_diff']:.3g} in {chk['worst_output']})")
+    con.print(tab)
+
+
+def topo_table(con: Console, g: GraphData, t: Topology) -> None:
+    graph_summary(con, g, t, title=f"topology of {g.source}")
+    tab = Table(show_header=False)
+    tab.add_column("what", style="bold")
+    tab.add_column("value")
+    tab.add_row("edges by type", ", ".join(f"{k} {v}" for k, v in sorted(t.edges_by_type.items())) or "-")
+    tab.add_row("max concurrency", "-" if t.max_concurrency is None else str(t.max_concurrency))
+    tab.add_row("forks / joins", f"{len(t.forks)} / {len(t.joins)}")
+    tab.add_row("redundant edges", str(len(t.redundant_edges)))
+    tab.add_row("disconnected parts", str(t.components))
+    cp = t.critical_path
+    names = [g.display_name(i) for i in cp]
+    tab.add_row("critical path", f"{len(cp)} nodes" + (f", {_fmt_us(t.critical_path_us)} measured" if t.critical_path_us is not None else ""))
+    if cp:
+        tab.add_row("  from → to", f"{short_name(names[0], 40)} → {short_name(names[-1], 40)}")
+    con.print(tab)
+
+
+def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
+    s = r.to_json()["summary"]
+    head = Table(title="serializations in the trace", show_header=False, title_justify="left")
+    head.add_column("what", style="bold")
+    head.add_column("value")
+    head.add_row("true dependencies", f"{s['true']} ({s['distinct_true']} distinct pairs)")
+    head.add_row("fake dependencies", f"{s['fake']} ({s['distinct_fake']} distinct pairs), cost {_fmt_us(s['fake_cost_us'])}")
+    head.add_row("replays / graphs", f"{s['replays']} / {', '.join(map(str, s['graphs']))}")
+    head.add_row("lanes", "hardware channels" if r.lane == "channel" else "streams (no channel data in the trace)")
+    head.add_row("match", "exact (graph node ids)" if r.match == "exact" else "INFERRED (by launch, name and order)")
+    head.add_row("replay span / critical path", f"{_fmt_us(s['mean_span_us'])} / {_fmt_us(s['mean_critical_path_us'])} (mean)")
+    con.print(head)
+    fakes = r.fakes()[:top]
+    if fakes:
+        tab = Table(title=f"top fake dependencies (of {s['distinct_fake']})", title_justify="left")
+        for c in ("before", "after", "channel" if r.lane == "channel" else "stream", "count", "gap", "cost"):
+            tab.add_column(c, justify="right" if c in ("count", "gap", "cost") else "left")
+        for f in fakes:
+            lane = str(f.channel) if r.lane == "channel" else str(f.stream)
+            tab.add_row(f"#{f.before & 0xFFFFFFFF} {short_name(f.before_name, 32)}",
+                        f"#{f.after & 0xFFFFFFFF} {short_name(f.after_name, 32)}", lane, str(f.count),
+                        _fmt_us(f.gap_us), _fmt_us(f.cost_us))
+        con.print(tab)
+    if r.inferred_waits:
+        tab = Table(title="waits behind unrelated work (inferred from timing)", title_justify="left")
+        for c in ("waited", "behind", "count", "total wait"):
+            tab.add_column(c)
+        for w in r.inferred_waits[:top]:
+            tab.add_row(f"#{w.after & 0xFFFFFFFF} {short_name(w.after_name, 32)}",
+                        f"#{w.behind & 0xFFFFFFFF} {short_name(w.behind_name, 32)}", str(w.count), _fmt_us(w.wait_us))
+        con.print(tab)
+    lanes: dict[Any, list[int]] = {}
+    for f in r.findings:
+        key = f.channel if r.lane == "channel" else f.stream
+        lanes.setdefault(key, [0, 0])[0 if f.kind.value == "true" else 1] += f.count
+    if lanes:
+        tab = Table(title=f"per {r.lane}", title_justify="left")
+        tab.add_column(r.lane)
+        tab.add_column("true", justify="right")
+        tab.add_column("fake", justify="right")
+        for k in sorted(lanes, key=lambda x: (x is None, x)):
+            tab.add_row(str(k), str(lanes[k][0]), str(lanes[k][1]))
+        con.print(tab)
+    for n in r.notes:
+        con.print(f"note: {n}", markup=False, highlight=False)
+    for sgt in r.suggestions:
+        con.print(f"suggestion: {sgt}", markup=False, highlight=False)
+
+
+def diff_table(con: Console, d: GraphDiff) -> None:
+    tab = Table(title="diff A → B", title_justify="left")
+    for c in ("section", "key", "A", "B", "change"):
+        tab.add_column(c)
+    for r in d.rows:
+        if r.change is Change.UNCHANGED and r.section in ("kernel", "edge_type"):
+            continue
+        tab.add_row(r.section, short_name(r.key, 50), f"{r.a:g}", f"{r.b:g}", r.change.value)
+    con.print(tab)
+    counts = d.to_json()["summary"]
+    con.print(" · ".join(f"{k} {v}" for k, v in counts.items()), highlight=False)
