@@ -123,6 +123,8 @@ def main() -> None:
     jobs = [("export", w, a, outdir / c, None) for c, (w, a) in EXPORTS.items()]
     jobs += [("trace", w, a, outdir / c, mc) for c, (w, a, mc) in TRACES.items()]
     jobs.append(("kineto", "sample_workloads/forkjoin.py", [], outdir / "forkjoin_kineto", None))
+    jobs.append(("kineto", "sample_workloads/chain.py", ["--kernels", "40"], outdir / "chain_kineto", None))
+    jobs.append(("kineto", "sample_workloads/transformer_block.py", [], outdir / "transformer_kineto", None))
     for what, w, a, out, mc in jobs:
         env = dict(os.environ)
         if mc:

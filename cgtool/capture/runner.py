@@ -100,8 +100,8 @@ def capture_workload(
     capture_error_mode: str = "global",
 ) -> Captured:
     """Load ``target``, warm it up on a side stream, capture it and compare replay with eager."""
+    setup = resolve(target, args)  # file/function errors first: they need no GPU to report
     torch = require_cuda("Capturing a workload")
-    setup = resolve(target, args)
     step = call_setup(target, setup, args)
     if isinstance(step, Precaptured):
         cap = Captured(target, step.graphs, step.step, step.eager)

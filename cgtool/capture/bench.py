@@ -1,0 +1,137 @@
+"""Replay timing. Run per workload in a child process (``python -m cgtool.capture.bench``), so a
+workload that fails to capture is reported and the others go on.
+
+GPU time: the replays are timed in blocks (default 20 blocks of N/20) with one CUDA event pair
+around each block, giving one per-replay sample per block; an event pair or a sync around every
+replay inflates small graphs, so ``per_replay`` (one pair per replay) is opt-in and labelled.
+Host cost: ``replay()`` timed on the CPU, per call, in a separate loop. Eager: the same step run
+without the graph, timed the same way. ``cold_cache`` zeroes a buffer twice the L2 size before
+each replay (as triton's do_bench does) and then needs a pair per replay.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any, Callable
+
+from cgtool.capture._deps import require_cuda
+
+
+def _clock_mhz() -> int | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(int(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or 0))
+        return int(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM))
+    except Exception:
+        return None
+
+
+def time_blocks(fn: Callable[[], Any], replays: int, blocks: int, *, per_replay: bool = False,
+                flush: Callable[[], Any] | None = None) -> list[float]:
+    """µs per call of ``fn``: one sample per block, or per call with ``per_replay``."""
+    torch = require_cuda("bench")
+    samples: list[float] = []
+    if per_replay or flush is not None:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+        for i in range(replays):
+            if flush is not None:
+                flush()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)]
+    per = max(1, replays // blocks)
+    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(blocks)]
+    for s, e in evs:
+        s.record()
+        for _ in range(per):
+            fn()
+        e.record()
+    torch.cuda.synchronize()
+    samples = [s.elapsed_time(e) * 1000.0 / per for s, e in evs]
+    return samples
+
+
+def host_cost(fn: Callable[[], Any], calls: int) -> list[float]:
+    """µs of CPU time spent in each call of ``fn`` (the GPU drains between chunks)."""
+    torch = require_cuda("bench")
+    out: list[float] = []
+    pc = time.perf_counter_ns
+    chunk = 50
+    for k in range(0, calls, chunk):
+        for _ in range(min(chunk, calls - k)):
+            t0 = pc()
+            fn()
+            out.append((pc() - t0) / 1000.0)
+        torch.cuda.synchronize()
+    return out
+
+
+def bench_workload(spec: str, args: list[str], *, replays: int = 1000, blocks: int = 20, warmup: int = 20,
+                   per_replay: bool = False, cold_cache: bool = False, eager: bool = True) -> dict[str, Any]:
+    from cgtool.capture.entrypoint import parse_target
+    from cgtool.capture.export import environment
+    from cgtool.capture.runner import capture_workload
+
+    torch = require_cuda("bench")
+    cap = capture_workload(parse_target(spec), args, check=True)
+    flush = None
+    if cold_cache:
+        l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
+        buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+        flush = buf.zero_
+    for _ in range(warmup):
+        cap.replay()
+    torch.cuda.synchronize()
+    clk0 = _clock_mhz()
+    gpu = time_blocks(cap.replay, replays, blocks, per_replay=per_replay, flush=flush)
+    clk1 = _clock_mhz()
+    host = host_cost(cap.replay, min(replays, 500))
+    eager_us = None
+    if eager and cap.eager is not None:
+        for _ in range(min(warmup, 5)):
+            cap.eager()
+        torch.cuda.synchronize()
+        eager_us = time_blocks(cap.eager, max(blocks, replays // 10), blocks, per_replay=per_replay, flush=flush)
+    nodes = sum(len(g.get_graph_data()["nodes"]) for _, g in cap.graphs)
+    return {
+        "workload": spec,
+        "args": args,
+        "gpu_us": gpu,
+        "sampling": "per-replay" if (per_replay or cold_cache) else f"blocks of {max(1, replays // blocks)}",
+        "host_us": host,
+        "eager_us": eager_us,
+        "replays": replays,
+        "cold_cache": cold_cache,
+        "nodes": nodes,
+        "graphs": len(cap.graphs),
+        "check_ok": cap.check_ok,
+        "max_abs_diff": cap.max_abs_diff,
+        "clock_mhz": [clk0, clk1],
+        "environment": environment(),
+    }
+
+
+def main() -> None:
+    """Child entry: ``python -m cgtool.capture.bench '<json spec>'`` prints one JSON line."""
+    from cgtool.errors import CgtoolError
+
+    spec = json.loads(sys.argv[1])
+    try:
+        res = bench_workload(spec.pop("target"), spec.pop("args"), **spec)
+    except CgtoolError as e:
+        res = {"error": e.message, "exit_code": int(e.exit_code)}
+    except Exception as e:  # a workload's own failure: report it, the parent goes on
+        res = {"error": f"{type(e).__name__}: {e}", "exit_code": 3}
+    sys.stdout.write("\n@@CGTOOL@@" + json.dumps(res) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Bench results and the CI gate's decision logic (pure: runs anywhere, no GPU).
+
+A result file holds, per workload, every raw sample (µs per replay, one per timed block), the
+host-side launch cost samples, the eager samples and the environment fingerprint, so any
+statistic can be recomputed. The gate calls a workload *regressed* when
+
+1. the median ratio new/old exceeds ``1 + max_regression``, **and**
+2. a one-sided Mann–Whitney U test on the block samples gives p < ``alpha`` (asv's choice:
+   0.002), **and**
+3. the interquartile intervals are at least ``min_gap`` (0.5 %, as nvbench's robust compare) apart.
+
+Noise therefore does not fail a build (2 and 3 fail on overlapping distributions) and a real
+slowdown does (all three hold). The rates are measured by ``benchmarks/bench_gate_rates.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Mapping, Sequence
+
+from cgtool.errors import InvalidInputError, UsageError
+
+BENCH_SCHEMA_VERSION = 1
+DEFAULT_MAX_REGRESSION = 0.02
+DEFAULT_ALPHA = 0.002
+DEFAULT_MIN_GAP = 0.005
+NOISY_IQR = 0.10
+#: Fingerprint fields that must match for a comparison (unless --allow-env-mismatch).
+ENV_KEYS = ("device", "driver_version", "cuda_driver", "torch")
+
+
+def quantile(xs: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile (numpy's default method)."""
+    s = sorted(xs)
+    if not s:
+        return float("nan")
+    pos = (len(s) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Stats:
+    median: float
+    q1: float
+    q3: float
+    min: float
+    p90: float
+    p99: float
+    n: int
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def noisy(self) -> bool:
+        return self.median > 0 and self.iqr / self.median > NOISY_IQR
+
+    @classmethod
+    def of(cls, xs: Sequence[float]) -> "Stats":
+        return cls(quantile(xs, 0.5), quantile(xs, 0.25), quantile(xs, 0.75), min(xs) if xs else float("nan"),
+                   quantile(xs, 0.9), quantile(xs, 0.99), len(xs))
+
+
+def mann_whitney_greater(new: Sequence[float], old: Sequence[float]) -> float:
+    """One-sided p-value that ``new`` tends to be larger than ``old`` (normal approximation with
+    tie correction and continuity correction; exact enough for 10+ samples each)."""
+    n1, n2 = len(new), len(old)
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    allv = sorted([(v, 0) for v in new] + [(v, 1) for v in old])
+    ranks = [0.0] * len(allv)
+    i = 0
+    tie_term = 0.0
+    while i < len(allv):
+        j = i
+        while j + 1 < len(allv) and allv[j + 1][0] == allv[i][0]:
+            j += 1
+        r = (i + j) / 2 + 1
+        for k in range(i, j + 1):
+            ranks[k] = r
+        t = j - i + 1
+        tie_term += t**3 - t
+        i = j + 1
+    r1 = sum(r for r, (_, grp) in zip(ranks, allv) if grp == 0)
+    u1 = r1 - n1 * (n1 + 1) / 2
+    mu = n1 * n2 / 2
+    n = n1 + n2
+    var = n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1)))
+    if var <= 0:
+        return 1.0 if u1 <= mu else 0.0
+    z = (u1 - mu - 0.5) / math.sqrt(var)
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+class Verdict(str, Enum):
+    """How one workload compares with its baseline."""
+
+    REGRESSED = "regressed"  # slower beyond the threshold, and significant
+    IMPROVED = "improved"  # faster beyond the threshold, and significant
+    UNCHANGED = "unchanged"  # within the threshold or not significant
+    NEW = "new"  # no baseline for this workload
+    MISSING = "missing"  # in the baseline but not in this run
+
+
+@dataclass(frozen=True)
+class Judgement:
+    name: str
+    verdict: Verdict
+    old_median: float | None
+    new_median: float | None
+    ratio: float | None
+    p_value: float | None
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "verdict": self.verdict.value, "old_median_us": self.old_median,
+                "new_median_us": self.new_median, "ratio": self.ratio, "p_value": self.p_value, "reason": self.reason}
+
+
+def judge(name: str, old: Sequence[float], new: Sequence[float], *, max_regression: float = DEFAULT_MAX_REGRESSION,
+          alpha: float = DEFAULT_ALPHA, min_gap: float = DEFAULT_MIN_GAP) -> Judgement:
+    so, sn = Stats.of(old), Stats.of(new)
+    ratio = sn.median / so.median if so.median > 0 else float("inf")
+    p_slow = mann_whitney_greater(new, old)
+    p_fast = mann_whitney_greater(old, new)
+    if ratio > 1 + max_regression:
+        gap = (sn.q1 - so.q3) / so.median
+        if p_slow < alpha and gap >= min_gap:
+            return Judgement(name, Verdict.REGRESSED, so.median, sn.median, ratio, p_slow,
+                             f"median {100 * (ratio - 1):+.1f}% (> {100 * max_regression:g}%), p={p_slow:.2g}")
+        return Judgement(name, Verdict.UNCHANGED, so.median, sn.median, ratio, p_slow,
+                         f"median {100 * (ratio - 1):+.1f}% but not significant (p={p_slow:.2g}, interval gap {100 * gap:.2f}%)")
+    if ratio < 1 - max_regression and p_fast < alpha and (so.q1 - sn.q3) / so.median >= min_gap:
+        return Judgement(name, Verdict.IMPROVED, so.median, sn.median, ratio, p_fast, f"median {100 * (ratio - 1):+.1f}%")
+    return Judgement(name, Verdict.UNCHANGED, so.median, sn.median, ratio, p_slow,
+                     f"median {100 * (ratio - 1):+.1f}% (within {100 * max_regression:g}%)")
+
+
+def parse_percent(s: str) -> float:
+    """'5%' -> 0.05, '0.05' -> 0.05."""
+    try:
+        v = float(s[:-1]) / 100 if s.strip().endswith("%") else float(s)
+    except ValueError:
+        raise UsageError(f"--max-regression takes a percentage like 5% (or 0.05), not {s!r}.") from None
+    if not 0 <= v < 1:
+        raise UsageError(f"--max-regression must be between 0% and 100%, not {s!r}.")
+    return v
+
+
+def validate_results(doc: Any, source: str) -> dict[str, Any]:
+    """A bench result document, checked enough that judging it cannot crash."""
+    if not isinstance(doc, dict) or doc.get("kind") != "bench" or not isinstance(doc.get("workloads"), dict):
+        raise InvalidInputError(f"{source} is not a cgtool bench result (no kind='bench' with a 'workloads' "
+                                "object). Write one with `cgtool bench --json FILE`.")
+    v = doc.get("schema_version", 1)
+    if not isinstance(v, int) or v > BENCH_SCHEMA_VERSION:
+        raise InvalidInputError(f"{source} has bench schema version {v!r}; this cgtool reads up to "
+                                f"{BENCH_SCHEMA_VERSION}. Upgrade cgtool.")
+    for name, w in doc["workloads"].items():
+        if not isinstance(w, dict):
+            raise InvalidInputError(f"{source}: workload {name!r} should be an object.")
+        if w.get("error"):
+            continue
+        xs = w.get("gpu_us")
+        if not isinstance(xs, list) or not xs or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs):
+            raise InvalidInputError(f"{source}: workload {name!r} has no list of numeric samples in 'gpu_us'.")
+    return doc
+
+
+def env_mismatch(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    eo, en = old.get("environment") or {}, new.get("environment") or {}
+    return [f"{k}: {eo.get(k)!r} vs {en.get(k)!r}" for k in ENV_KEYS if eo.get(k) != en.get(k)]
+
+
+def compare_results(old: Mapping[str, Any], new: Mapping[str, Any], **kw: Any) -> list[Judgement]:
+    out = []
+    ow, nw = old["workloads"], new["workloads"]
+    for name in sorted(set(ow) | set(nw)):
+        o, n = ow.get(name), nw.get(name)
+        if n is None or n.get("error"):
+            out.append(Judgement(name, Verdict.MISSING, None, None, None, None,
+                                 "not in this run" if n is None else f"failed: {n['error'][:80]}"))
+        elif o is None or o.get("error"):
+            out.append(Judgement(name, Verdict.NEW, None, Stats.of(n["gpu_us"]).median, None, None, "no baseline"))
+        else:
+            out.append(judge(name, o["gpu_us"], n["gpu_us"], **kw))
+    return out
