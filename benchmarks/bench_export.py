@@ -41,7 +41,11 @@ def main(n: int = 10_000, reps: int = 7) -> None:
     def ours_meta() -> None:
         graph_data(raw, exe, with_meta=True)
 
-    cases = {"bare GetNodes+GetEdges": bare, "cgtool get_graph_data": ours, "cgtool export (with meta)": ours_meta}
+    def ours_bindings() -> None:
+        graph_data(raw, exe, with_meta=False, impl="bindings")
+
+    cases = {"bare GetNodes+GetEdges": bare, "cgtool get_graph_data": ours, "cgtool export (with meta)": ours_meta,
+             "cgtool, cuda.bindings path": ours_bindings}
     tg = torch.cuda.CUDAGraph(keep_graph=True)
     if hasattr(tg, "get_graph_data"):
         def torch_impl() -> None:

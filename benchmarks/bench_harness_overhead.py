@@ -28,6 +28,8 @@ def main(n: int = 1000, rounds: int = 15) -> None:
                 x.add_(1)
         else:
             a = torch.randn(4096, 4096, device="cuda")
+            a @ a.T  # initialise cuBLAS before capture (its handle cannot be created while capturing)
+            torch.cuda.synchronize()
             with graph(g):
                 for _ in range(2):
                     a = a @ a.T / 64

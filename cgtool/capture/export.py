@@ -14,13 +14,15 @@ Kernel names are looked up once per distinct function, not once per node.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from typing import Any
 
 from cgtool import __version__
+from cgtool.capture import _fastcuda
 from cgtool.capture._deps import check, optional_cupti, require_bindings
-from cgtool.errors import MissingExtraError
+from cgtool.errors import CaptureError, MissingExtraError
 from cgtool.inspect.graph import LOW32, SCHEMA_VERSION
 from cgtool.inspect.names import demangle
 
@@ -92,23 +94,28 @@ def _get_edges(rt: Any, graph: Any) -> tuple[list[Any], list[Any]]:
 
 
 def graph_data(
-    raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto"
+    raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto"
 ) -> dict[str, Any]:
     """The export of the template ``raw_graph`` as instantiated into ``raw_exec``.
 
     The result has exactly get_graph_data()'s keys, plus ``"cgtool"`` when ``with_meta``.
     ``id_source`` forces "driver" or "cupti" (for tests); "auto" prefers the driver.
+    ``impl`` picks the per-node calls: "ctypes" (fast), "bindings" (cuda.bindings), "auto".
     """
     rt, drv = require_bindings("Graph export")
     graph = rt.cudaGraph_t(init_value=int(raw_graph))
     exec_ = rt.cudaGraphExec_t(init_value=int(raw_exec))
     t0 = time.perf_counter()
-    nodes = _get_nodes(rt, graph)
     types = _node_type_names(rt)
+    fast0 = _fastcuda.load() if impl != "bindings" else None
+    # cuda.bindings node objects are only needed without the ctypes path, or for driver tools ids.
+    nodes = _get_nodes(rt, graph) if (fast0 is None or id_source == "driver" or _tools_id_probe is not False) else []
 
     source = id_source
     if source == "auto":
         source = "driver" if nodes and driver_has_tools_ids(rt, nodes[0]) else "cupti"
+    if source == "driver" and not nodes:
+        nodes = _get_nodes(rt, graph)
     cupti = None
     if source == "driver":
         exec_id = check(rt.cudaGraphExecGetId(exec_), "cudaGraphExecGetId")
@@ -127,43 +134,55 @@ def graph_data(
     infos: list[dict[str, Any]] = []
     extras: list[dict[str, Any]] = []
     func_names: dict[int, str | None] = {}
+    fast = _fastcuda.load() if impl != "bindings" else None
+    if impl == "ctypes" and fast is None:
+        raise CaptureError("The ctypes export path needs libcuda.so.1 with CUDA 12+ entry points.")
+    handles = fast.nodes(int(raw_graph)) if fast is not None else [int(n) for n in nodes]
+    kernel_t = next((k for k, t in types.items() if t == "kernel"), -1)
+    child_t = next((k for k, t in types.items() if t == "child_graph"), -2)
+    ctype = ctypes.c_int()
+    kp = _fastcuda.KernelParamsV2()
     get_type = rt.cudaGraphNodeGetType
-    kparams = drv.cuGraphKernelNodeGetParams
     CUgraphNode = drv.CUgraphNode
-    kernel_t = None
-    for k, t in types.items():
-        if t == "kernel":
-            kernel_t = k
-    for i, node in enumerate(nodes):
-        h = int(node)
+    for i, h in enumerate(handles):
         handle_to_idx[h] = i
-        err, ntype = get_type(node)
-        ntype = int(ntype)
+        if fast is not None:
+            fast.get_type(h, ctypes.byref(ctype))
+            ntype = ctype.value
+        else:
+            ntype = int(get_type(nodes[i])[1])
         if source == "driver":
-            err, tid = tools_id_of(node)
-            local = int(tid) & LOW32
+            local = int(tools_id_of(nodes[i])[1]) & LOW32
         else:
             local = int(cupti.get_graph_node_id(h)) & LOW32  # type: ignore[union-attr]
         kname = None
         extra: dict[str, Any] = {}
         if ntype == kernel_t:
-            err, p = kparams(CUgraphNode(init_value=h))
-            if int(err) == 0:
-                f = int(p.func)
+            if fast is not None and fast.kparams(h, ctypes.byref(kp)) == 0:
+                f = kp.func or 0
+                grid = [kp.gridDimX, kp.gridDimY, kp.gridDimZ]
+                block = [kp.blockDimX, kp.blockDimY, kp.blockDimZ]
+                smem = kp.sharedMemBytes
+                if f not in func_names:
+                    func_names[f] = fast.name(f)
+            else:
+                err, p = drv.cuGraphKernelNodeGetParams(CUgraphNode(init_value=h))
+                if int(err) != 0:
+                    p = None
+                f = int(p.func) if p is not None else 0
+                grid = [p.gridDimX, p.gridDimY, p.gridDimZ] if p is not None else None
+                block = [p.blockDimX, p.blockDimY, p.blockDimZ] if p is not None else None
+                smem = p.sharedMemBytes if p is not None else None
                 if f not in func_names:
                     func_names[f] = _func_name(drv, f)
-                kname = func_names[f]
-                extra = {
-                    "grid": [p.gridDimX, p.gridDimY, p.gridDimZ],
-                    "block": [p.blockDimX, p.blockDimY, p.blockDimZ],
-                    "shared_mem": p.sharedMemBytes,
-                }
-                if kname:
-                    dm = demangle(kname)
-                    if dm != kname:
-                        extra["demangled"] = dm
-        elif types.get(ntype) == "child_graph":
-            extra = _child_summary(rt, node)
+            kname = func_names[f]
+            extra = {"grid": grid, "block": block, "shared_mem": smem}
+            if kname:
+                dm = demangle(kname)
+                if dm != kname:
+                    extra["demangled"] = dm
+        elif ntype == child_t:
+            extra = _child_summary(rt, rt.cudaGraphNode_t(init_value=h))
         infos.append(
             {
                 "index": i,
@@ -229,15 +248,15 @@ def environment() -> dict[str, Any]:
     cupti = optional_cupti()
     env: dict[str, Any] = {
         "cgtool": __version__,
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
+        "torch": str(torch.__version__),
+        "torch_cuda": None if torch.version.cuda is None else str(torch.version.cuda),
         "cuda_runtime": rt_ver,
         "cuda_driver": drv_ver,
         "driver_version": _nvml_driver(),
-        "device": props.name,
+        "device": str(props.name),
         "device_index": dev,
         "capability": list(torch.cuda.get_device_capability(dev)),
-        "sm_count": props.multi_processor_count,
+        "sm_count": int(props.multi_processor_count),
         "cupti_python": _pkg_version("cupti-python") if cupti is not None else None,
         "cuda_bindings": _pkg_version("cuda-bindings"),
         "CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),

@@ -396,14 +396,10 @@ def make_graphed_callables(
     made: list[Any] = []
     Orig = tg.CUDAGraph
 
-    class _KeepGraph(Orig):  # type: ignore[misc, valid-type]
-        def __new__(cls, keep_graph: bool = False) -> Any:
-            g = Orig.__new__(cls, True)
-            made.append(g)
-            return g
-
-        def __init__(self, keep_graph: bool = False) -> None:
-            pass
+    def _KeepGraph(keep_graph: bool = False) -> Any:  # stands in for the CUDAGraph class
+        g = Orig(keep_graph=True)
+        made.append(g)
+        return g
 
     # torch.cuda.graphs refers to CUDAGraph both as a module global and as torch.cuda.CUDAGraph.
     tg.CUDAGraph = _KeepGraph

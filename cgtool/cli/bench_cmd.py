@@ -54,8 +54,9 @@ def _table(doc: dict[str, Any], judgements: list[Judgement] | None) -> Table:
     if judgements:
         tab.add_column("vs baseline")
     for name, w in doc["workloads"].items():
+        label = Path(name).name if name.endswith(".py") or ".py:" in name else name
         if w.get("error"):
-            row = [name] + ["-"] * 8 + ["FAILED (below)"]
+            row = [label] + ["-"] * 8 + ["FAILED (below)"]
         else:
             s = Stats.of(w["gpu_us"])
             h = Stats.of(w["host_us"]).median if w.get("host_us") else None
@@ -68,7 +69,7 @@ def _table(doc: dict[str, Any], judgements: list[Judgement] | None) -> Table:
                 notes.append(f"clock moved {clk[0]}→{clk[1]} MHz")
             if w.get("sampling") == "per-replay":
                 notes.append("per-replay events")
-            row = [name, f"{s.median:.2f}", f"{s.iqr:.2f}", f"{s.min:.2f}", f"{s.p90:.2f}", f"{s.p99:.2f}",
+            row = [label, f"{s.median:.2f}", f"{s.iqr:.2f}", f"{s.min:.2f}", f"{s.p90:.2f}", f"{s.p99:.2f}",
                    f"{h:.2f}" if h is not None else "-", f"{e:.2f}" if e is not None else "-",
                    f"{e / s.median:.2f}x" if e and s.median else "-", ", ".join(notes)]
         if judgements:

@@ -281,3 +281,27 @@ def test_tools_ids_equal_cupti_graph_node_ids():
         n = gpu_nodes[rec["graph_node_id"]]
         if rec["kind"] == "kernel":
             assert rec["name"] == n["kernel_name"]
+
+
+def test_export_fast_path_equals_bindings_path(torch):
+    """The ctypes per-node path and the cuda.bindings path give the same export."""
+    from cgtool.capture.export import graph_data
+    from cgtool.capture.graph import Graph, graph
+
+    x = torch.ones(1024, device="cuda")
+    a = torch.randn(64, 64, device="cuda")
+    a @ a
+    torch.cuda.synchronize()
+    g = Graph(keep_graph=True)
+    with graph(g):
+        y = x * 2
+        x.zero_()
+        b = a @ a
+        y.add_(b.sum())
+    g.instantiate()
+    raw, exe = g.raw_cuda_graph(), g.raw_cuda_graph_exec()
+    fast = graph_data(raw, exe, impl="ctypes")
+    slow = graph_data(raw, exe, impl="bindings")
+    assert fast["nodes"] == slow["nodes"] and fast["exec_graph_id"] == slow["exec_graph_id"]
+    assert fast["cgtool"]["nodes"] == slow["cgtool"]["nodes"]
+    assert {n["node_type"] for n in fast["nodes"]} >= {"kernel"}
