@@ -58,6 +58,29 @@ def main(n: int = 10_000, reps: int = 7) -> None:
             print(f"torch get_graph_data: not measured ({type(e).__name__}: {str(e)[:80]})")
     else:
         print(f"torch get_graph_data: not in torch {torch.__version__}")
+    # Per-call cost of each per-node call, to see where an export's time goes.
+    from cgtool.capture import _fastcuda
+    from cupti import cupti as cp
+
+    fast, fc = _fastcuda.load(), _fastcuda.load_cupti()
+    hs = fast.nodes(raw) if fast else []
+    import ctypes
+
+    t_int = ctypes.c_int()
+    kp = _fastcuda.KernelParamsV2()
+    calls = {
+        "cupti.get_graph_node_id (cupti-python)": lambda h: cp.get_graph_node_id(h),
+        "cuptiGetGraphNodeId (ctypes)": (lambda h: fc.node_id(h)) if fc else None,
+        "cuGraphNodeGetType (ctypes)": (lambda h: fast.get_type(h, ctypes.byref(t_int))) if fast else None,
+        "cuGraphKernelNodeGetParams_v2 (ctypes)": (lambda h: fast.kparams(h, ctypes.byref(kp))) if fast else None,
+    }
+    for name, fn in calls.items():
+        if fn is None or not hs:
+            continue
+        t0 = time.perf_counter()
+        for h in hs:
+            fn(h)
+        print(f"  per call: {name:42s} {(time.perf_counter() - t0) / len(hs) * 1e6:6.2f} µs")
     res = {}
     for name, fn in cases.items():
         fn()

@@ -68,3 +68,41 @@ def load() -> Driver | None:
         except (OSError, AttributeError):
             _lib = False
     return _lib or None
+
+
+class Cupti:
+    """cuptiGetGraphNodeId / cuptiGetGraphExecId through ctypes on the libcupti that cupti-python loaded."""
+
+    def __init__(self, lib: Any) -> None:
+        self.node_id_fn = lib.cuptiGetGraphNodeId
+        self.node_id_fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]
+        self.node_id_fn.restype = ctypes.c_int
+        self._out = ctypes.c_uint64()
+        self._ref = ctypes.byref(self._out)
+
+    def node_id(self, node: int) -> int:
+        if self.node_id_fn(node, self._ref) != 0:
+            raise OSError("cuptiGetGraphNodeId failed")
+        return self._out.value
+
+
+_cupti: Any = None
+
+
+def load_cupti() -> Cupti | None:
+    """The ctypes CUPTI entry points, from the libcupti already mapped into this process."""
+    global _cupti
+    if _cupti is None:
+        _cupti = False
+        try:
+            with open("/proc/self/maps") as f:
+                paths = {line.split()[-1] for line in f if "libcupti.so" in line}
+            for p in sorted(paths):
+                try:
+                    _cupti = Cupti(ctypes.CDLL(p))
+                    break
+                except (OSError, AttributeError):
+                    continue
+        except OSError:
+            pass
+    return _cupti or None

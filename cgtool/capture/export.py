@@ -130,6 +130,12 @@ def graph_data(
             )
         exec_id = int(cupti.get_graph_exec_id(int(raw_exec)))
 
+    # CUPTI's per-node id through ctypes when impl allows (the cupti-python wrapper costs more).
+    cupti_node_id = cupti.get_graph_node_id if cupti is not None else None
+    if cupti is not None and impl != "bindings":
+        fc = _fastcuda.load_cupti()
+        if fc is not None:
+            cupti_node_id = fc.node_id
     handle_to_idx: dict[int, int] = {}
     infos: list[dict[str, Any]] = []
     extras: list[dict[str, Any]] = []
@@ -154,7 +160,7 @@ def graph_data(
         if source == "driver":
             local = int(tools_id_of(nodes[i])[1]) & LOW32
         else:
-            local = int(cupti.get_graph_node_id(h)) & LOW32  # type: ignore[union-attr]
+            local = int(cupti_node_id(h)) & LOW32  # type: ignore[misc]
         kname = None
         extra: dict[str, Any] = {}
         if ntype == kernel_t:
