@@ -6,37 +6,52 @@ The file holds many unchanged reruns (each 20 block samples) of the same workloa
 ``scripts/record_bench_reruns.py`` on the GPU machine. A/A: every ordered pair of reruns is
 judged; the share flagged as regressed is the false-alarm rate (target < 1 %). Slowdown: every
 pair with the second rerun's samples scaled by 1.03 (and 1.05) is judged; the share flagged is the
-detection rate (target >= 95 % at 3 %), at the default --max-regression of 2 %.
+detection rate (target >= 95 % at 3 %), at the default --max-regression of 2 %. With ``--runs 3``
+(the default) baseline and new each pool three disjoint reruns (2000 random draws).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import random
 import sys
 from pathlib import Path
 
 from cgtool.inspect.benchstats import Verdict, judge
 
 
-def rates(runs: list[list[float]], slowdown: float) -> tuple[int, int]:
+def rates(runs: list[list[float]], slowdown: float, k: int = 1, trials: int = 2000, thr: float = 0.02) -> tuple[int, int]:
+    """Judge baseline vs new built from k pooled reruns each (disjoint), as `--runs k` does."""
     flagged = total = 0
-    for a, b in itertools.permutations(range(len(runs)), 2):
-        j = judge("w", runs[a], [x * slowdown for x in runs[b]])
-        flagged += j.verdict is Verdict.REGRESSED
+    if k == 1:
+        pairs = [([a], [b]) for a, b in itertools.permutations(range(len(runs)), 2)]
+    else:
+        rng = random.Random(0)
+        pairs = []
+        for _ in range(trials):
+            pick = rng.sample(range(len(runs)), 2 * k)
+            pairs.append((pick[:k], pick[k:]))
+    for a, b in pairs:
+        old = [x for i in a for x in runs[i]]
+        new = [x * slowdown for i in b for x in runs[i]]
+        flagged += judge("w", old, new, max_regression=thr).verdict is Verdict.REGRESSED
         total += 1
     return flagged, total
 
 
-def main(path: str) -> None:
+def main(path: str, thr: float = 0.02) -> None:
     doc = json.loads(Path(path).read_text())
-    print(f"{path}: recorded on {doc['environment'].get('device')}")
+    print(f"{path}: recorded on {doc['environment'].get('device')}; --max-regression {100 * thr:g}%")
     for name, runs in doc["reruns"].items():
         print(f"  {name}: {len(runs)} reruns x {len(runs[0])} samples")
-        for s, label in ((1.0, "A/A false alarms"), (1.03, "3% slowdown caught"), (1.05, "5% slowdown caught")):
-            f, t = rates(runs, s)
-            print(f"    {label:20s} {f}/{t} = {100 * f / t:.2f}%")
+        for k in (1, 3):
+            for s, label in ((1.0, "A/A false alarms"), (1.03, "3% slowdown caught"), (1.05, "5% slowdown caught")):
+                f, t = rates(runs, s, k, thr=thr)
+                print(f"    --runs {k}: {label:20s} {f}/{t} = {100 * f / t:.2f}%")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parent.parent / "tests/data/bench/reruns.json"))
+    # usage: bench_gate_rates.py [RERUNS.json] [MAX_REGRESSION, e.g. 0.015]
+    main(sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parent.parent / "tests/data/bench/reruns.json"),
+         float(sys.argv[2]) if len(sys.argv) > 2 else 0.02)
