@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 
-import click
 import typer
 
 from cgtool import __version__
@@ -43,6 +42,11 @@ capture_cmds.register(app)
 bench_cmd.register(app)
 
 
+def _is(e: BaseException, name: str) -> bool:
+    """Whether ``e`` is a click exception called ``name`` (typer >= 0.29 vendors its own click)."""
+    return any(c.__name__ == name for c in type(e).__mro__)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app; CgtoolError -> its paragraph on stderr and its exit code."""
     from cgtool.cli._common import err
@@ -52,21 +56,18 @@ def main(argv: list[str] | None = None) -> None:
     except CgtoolError as e:
         err.print(f"cgtool: {e.message}", markup=False, highlight=False)
         sys.exit(int(e.exit_code))
-    except click.exceptions.NoArgsIsHelpError as e:
-        e.show()
-        sys.exit(int(ExitCode.USAGE))
-    except click.ClickException as e:
-        e.show()
-        sys.exit(int(ExitCode.USAGE))
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except click.exceptions.Abort:
-        err.print("cgtool: interrupted.", markup=False)
-        sys.exit(130)
     except KeyboardInterrupt:
         err.print("cgtool: interrupted.", markup=False)
         sys.exit(130)
-    except Exception as e:  # never a traceback for users; CGTOOL_DEBUG=1 shows it
+    except Exception as e:
+        if _is(e, "Exit"):
+            sys.exit(getattr(e, "exit_code", 0))
+        if _is(e, "Abort"):
+            err.print("cgtool: interrupted.", markup=False)
+            sys.exit(130)
+        if _is(e, "ClickException"):  # usage errors: click's own message and usage line
+            e.show()  # type: ignore[attr-defined]
+            sys.exit(int(ExitCode.USAGE))
         if os.environ.get("CGTOOL_DEBUG"):
             raise
         err.print(

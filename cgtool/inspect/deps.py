@@ -2,7 +2,8 @@
 
 Words (DESIGN.md): in one replay, on one hardware channel (one stream when the trace has no
 channel data), a *serialization* A→B is B starting at or after A's end (within ``tolerance_us``),
-A being the item on that lane that ended last before B started. It is a **true** dependency when
+A being the item on that lane that ended last before B started (of items ending at the same
+nanosecond, the one that started last). It is a **true** dependency when
 B is reachable from A in the graph (through any node types) and a **fake** one otherwise:
 independent work that the hardware ran one after the other.
 
@@ -176,6 +177,7 @@ def _exact_replays(trace: Trace, graphs: dict[int, _G]) -> tuple[dict[Replay, li
         )
     out: dict[Replay, list[tuple[GpuEvent, int]]] = defaultdict(list)
     other = 0
+    checked: set[tuple[int, int]] = set()
     for e in trace.events:
         if e.graph_id is None:
             other += 1
@@ -188,6 +190,19 @@ def _exact_replays(trace: Trace, graphs: dict[int, _G]) -> tuple[dict[Replay, li
                 f"which is not a node of exec graph {e.graph_id} in {pg.g.source}. The export does "
                 "not match this trace: record both from the same instantiation."
             )
+        if (e.graph_id, idx) not in checked:
+            # Exec graph ids count up per process (the first graph of every process is 2 or so),
+            # so equal ids do not prove that a trace and an export belong together: the node
+            # must also be of the event's kind and, for kernels, have its name.
+            if _key_node(pg.g, idx) != _key_event(e):
+                raise InvalidInputError(
+                    f"{trace.source}: event #{e.seq} is {e.kind} {demangle(e.name)[:60]!r}, but node "
+                    f"{idx} of exec graph {e.graph_id} in {pg.g.source} is "
+                    f"{pg.g.nodes[idx].node_type.value} {pg.name(idx)[:60]!r}. Exec graph ids are "
+                    "counters per process, so this export comes from another run with the same id: "
+                    "pass the export written with this trace (cgtool traces embed theirs)."
+                )
+            checked.add((e.graph_id, idx))
         out[(e.device, e.graph_id, e.correlation)].append((e, idx))
     return out, other
 
@@ -356,7 +371,8 @@ def _analyze_replay(pg: _G, dev: int, gid: int, corr: int, pairs: list[tuple[Gpu
     reach = pg.reach.reachable
     for key, items in lanes.items():
         items.sort(key=lambda p: (p[0].start, p[0].seq))
-        by_end = sorted(items, key=lambda p: (p[0].end, p[0].seq))
+        # A is the item that ended last; of items ending together, the one that started last.
+        by_end = sorted(items, key=lambda p: (p[0].end, p[0].start, p[0].seq))
         ends = [p[0].end for p in by_end]
         for eb, b in items:
             k = bisect.bisect_right(ends, eb.start + tol) - 1

@@ -157,7 +157,8 @@ def _from_events(doc: _Trace, src: str) -> Trace:
         if a.channel is not None:
             chans = True
         events.append(
-            GpuEvent(kind, e.name, e.ts, e.ts + e.dur, a.device if a.device is not None else 0,
+            # ends rounded to the nanosecond, so equal ends compare equal after float addition
+            GpuEvent(kind, e.name, e.ts, round(e.ts + e.dur, 3), a.device if a.device is not None else 0,
                      a.stream, a.correlation, gid, tid, a.channel, a.channel_type, seq)
         )
     meta = None
