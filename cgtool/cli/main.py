@@ -35,7 +35,9 @@ def _root(
     pass
 
 
-from cgtool.cli import analysis, capture_cmds, bench_cmd  # noqa: E402  (registers commands)
+from cgtool.cli import analysis, bench_cmd, capture_cmds, demo  # noqa: E402  (registers commands)
+
+demo.register(app)
 
 analysis.register(app)
 capture_cmds.register(app)

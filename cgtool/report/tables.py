@@ -62,8 +62,9 @@ def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
     head.add_column("what", style="bold")
     head.add_column("value")
     head.add_row("true dependencies", f"{s['true']} ({s['distinct_true']} distinct pairs)")
-    head.add_row("fake dependencies", f"{s['fake']} ({s['distinct_fake']} distinct pairs), cost {_fmt_us(s['fake_cost_us'])}")
-    head.add_row("replays / graphs", f"{s['replays']} / {', '.join(map(str, s['graphs']))}")
+    head.add_row("fake dependencies", f"{s['fake']} ({s['distinct_fake']} distinct pairs), "
+                 f"{_fmt_us(s['fake_cost_us'])} of ready work waiting, summed over replays")
+    head.add_row("replays", f"{s['replays']} of exec graph {', '.join(map(str, s['graphs']))}")
     head.add_row("lanes", "hardware channels" if r.lane == "channel" else "streams (no channel data in the trace)")
     head.add_row("match", "exact (graph node ids)" if r.match == "exact" else "INFERRED (by launch, name and order)")
     head.add_row("replay span / critical path", f"{_fmt_us(s['mean_span_us'])} / {_fmt_us(s['mean_critical_path_us'])} (mean)")

@@ -1,0 +1,101 @@
+"""`cgtool demo`: the main job in one command.
+
+With a GPU it captures, traces, analyses and benches a sample workload. Without one it runs the
+analysis on real recordings from an NVIDIA H200 that ship inside cgtool, and says so.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+import typer
+
+from cgtool.cli._common import err, out
+
+
+def _gpu_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def _data(name: str) -> Path:
+    return Path(str(resources.files("cgtool") / "data" / name))
+
+
+def _section(title: str) -> None:
+    out.rule(f"[bold]{title}")
+
+
+def demo(
+    workload: str = typer.Option("", help="With a GPU: the workload to demonstrate (default: the bundled fork/join sample)."),
+) -> None:
+    """Run the main job: capture + trace + deps + bench on a GPU, or the analysis of a bundled
+    real recording without one."""
+    if _gpu_available():
+        _gpu_demo(workload)
+    else:
+        _recording_demo()
+
+
+def _recording_demo() -> None:
+    from cgtool.inspect.benchstats import compare_results
+    from cgtool.inspect.deps import analyze, graphs_from_trace
+    from cgtool.inspect.topo import analyze as topo
+    from cgtool.inspect.trace import load_trace
+    from cgtool.jsonio import load_json
+    from cgtool.report.tables import deps_report, topo_table
+
+    out.print(
+        "[bold yellow]No CUDA GPU on this machine:[/] analysing real recordings made with cgtool on an "
+        "NVIDIA H200 (driver 580.159, torch 2.11) that ship with cgtool. With a GPU, `cgtool demo` "
+        "captures, traces and benches a sample workload instead.\n"
+    )
+    t = load_trace(_data("forkjoin_mc1_trace.json.gz"))
+    g = graphs_from_trace(t)[0]
+    _section("1. the graph: 8 independent GEMM branches joined by a sum (cgtool topo)")
+    topo_table(out, g, topo(g))
+    _section("2. default settings: branches on channels 0-7 (cgtool deps)")
+    t0 = load_trace(_data("forkjoin_trace.json.gz"))
+    deps_report(out, analyze(t0, graphs_from_trace(t0)), top=3)
+    _section("3. CUDA_DEVICE_MAX_CONNECTIONS=1: one channel, fake dependencies (cgtool deps)")
+    deps_report(out, analyze(t, [g]), top=5)
+    _section("4. replay timing of the six sample workloads, judged against itself (cgtool bench --compare)")
+    doc = load_json(_data("bench_h200.json.gz"))
+    from cgtool.cli.bench_cmd import _table
+
+    out.print(_table(doc, compare_results(doc, doc)))
+    out.print("\nNext: `cgtool deps TRACE`, `cgtool topo GRAPH`, `cgtool dot GRAPH -o g.dot`; "
+              "on a GPU machine `cgtool capture script.py` (see README).", highlight=False)
+
+
+def _gpu_demo(workload: str) -> None:
+    here = Path(__file__).resolve().parents[2] / "sample_workloads" / "forkjoin.py"
+    target = workload or str(here)
+    if not Path(target.split(":")[0]).exists():
+        raise typer.BadParameter(f"no such workload {target!r}; pass --workload script.py")
+    tmp = Path(tempfile.mkdtemp(prefix="cgtool-demo-"))
+    py = [sys.executable, "-m", "cgtool"]
+    steps = [
+        ("capture", py + ["capture", target, "-o", str(tmp / "bundle")]),
+        ("trace with CUDA_DEVICE_MAX_CONNECTIONS=1", py + ["trace", target, "-o", str(tmp / "trace.json.gz"), "--max-connections", "1"]),
+        ("deps", py + ["deps", str(tmp / "trace.json.gz"), "--top", "5"]),
+        ("bench", py + ["bench", target, "--replays", "500", "--runs", "1"]),
+    ]
+    for title, argv in steps:
+        _section(title)
+        r = subprocess.run(argv)
+        if r.returncode not in (0,):
+            err.print(f"cgtool demo: step '{title}' exited {r.returncode}.", markup=False)
+            raise typer.Exit(r.returncode)
+    err.print(f"files in {tmp}", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(rich_help_panel="Start here")(demo)
