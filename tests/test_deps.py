@@ -193,7 +193,7 @@ def test_several_graphs_and_memsets(data_dir):
     r = analyze(t, gs)
     assert sorted(r.graphs) == sorted(g.exec_graph_id for g in gs)
     assert {rp.graph_id for rp in r.replays} == set(r.graphs)
-    assert any(e.kind == "memset" for e in t.events)
+    assert any(e.kind == "memset" for e in t.events())
 
 
 def test_tolerance_changes_what_counts_as_after(data_dir):

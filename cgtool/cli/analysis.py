@@ -87,40 +87,35 @@ def topo(
         err.print(f"wrote {json_out}", markup=False)
 
 
-def _durations(g, trace: Path, max_bytes: int) -> dict[int, float]:  # type: ignore[no-untyped-def]
-    """Mean measured duration per node index over the trace's replays of ``g``."""
+def _graph_events(g, trace: Path, max_bytes: int):  # type: ignore[no-untyped-def]
+    """(trace, event indices of exec graph ``g``, their node indices); refuses a mismatch."""
+    from cgtool.inspect.deps import match_graph_events
     from cgtool.inspect.trace import load_trace
 
     t = load_trace(trace, max_bytes=max_bytes)
-    idx = g.by_tools_id()
-    sums: dict[int, list[float]] = {}
-    ids = {e.graph_id for e in t.events if e.graph_id is not None}
-    if g.exec_graph_id not in ids:
-        raise InvalidInputError(
-            f"{trace} has graph ids {sorted(ids) or 'none'} but {g.source} is exec graph "
-            f"{g.exec_graph_id}: they come from different instantiations. Pass the matching pair."
-        )
-    for e in t.events:
-        if e.graph_id == g.exec_graph_id and e.tools_id in idx:
-            s = sums.setdefault(idx[e.tools_id].index, [0.0, 0])
-            s[0] += e.end - e.start
-            s[1] += 1
-    return {i: s[0] / s[1] for i, s in sums.items()}
+    ev, nodes = match_graph_events(t, g)
+    return t, ev, nodes
+
+
+def _durations(g, trace: Path, max_bytes: int) -> dict[int, float]:  # type: ignore[no-untyped-def]
+    """Mean measured duration per node index over the trace's replays of ``g``."""
+    import numpy as np
+
+    t, ev, nodes = _graph_events(g, trace, max_bytes)
+    n = len(g.nodes)
+    tot = np.bincount(nodes, weights=t.end[ev] - t.start[ev], minlength=n)
+    cnt = np.bincount(nodes, minlength=n)
+    return {i: float(tot[i] / cnt[i]) for i in range(n) if cnt[i]}
 
 
 def _lanes(g, trace: Path, max_bytes: int) -> dict[int, str]:  # type: ignore[no-untyped-def]
-    from cgtool.inspect.trace import load_trace
-
-    t = load_trace(trace, max_bytes=max_bytes)
-    idx = g.by_tools_id()
+    """The lane (channel, or stream) each node ran on first."""
+    t, ev, nodes = _graph_events(g, trace, max_bytes)
     lanes: dict[int, str] = {}
-    for e in t.events:
-        if e.graph_id == g.exec_graph_id and e.tools_id in idx:
-            i = idx[e.tools_id].index
-            if i not in lanes:
-                lanes[i] = f"channel {e.channel}" if e.channel is not None else f"stream {e.stream}"
-    if not lanes:
-        raise InvalidInputError(f"{trace} holds no events of exec graph {g.exec_graph_id} ({g.source}).")
+    for i, nd in zip(ev.tolist(), nodes.tolist()):
+        if nd not in lanes:
+            c = int(t.channel[i])
+            lanes[nd] = f"channel {c}" if c >= 0 else f"stream {int(t.stream[i])}"
     return lanes
 
 

@@ -14,17 +14,18 @@ against the critical path through the graph with the measured durations (the low
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
+
+import numpy as np
 
 from cgtool.errors import InvalidInputError
 from cgtool.inspect.graph import GraphData, NodeType
 from cgtool.inspect.names import demangle
 from cgtool.inspect.reach import Reachability, topological_order
-from cgtool.inspect.trace import GpuEvent, Trace
+from cgtool.inspect.trace import KINDS, Trace
 
 DEFAULT_TOLERANCE_US = 0.5
 
@@ -156,55 +157,21 @@ class _G:
         self.order = topological_order(g)
         self.reach = Reachability(g, self.order)
         self.index = {n.tools_id: n.index for n in g.nodes}
+        tools = np.array([n.tools_id for n in g.nodes], dtype=np.int64)
+        self.sort = np.argsort(tools, kind="stable")
+        self.sorted_tools = tools[self.sort]
 
     def name(self, index: int) -> str:
         return self.g.display_name(index)
 
-
-# --------------------------------------------------------------------------- matching
-Replay = tuple[int, int, int]  # (device, graph id, correlation)
-
-
-def _exact_replays(trace: Trace, graphs: dict[int, _G]) -> tuple[dict[Replay, list[tuple[GpuEvent, int]]], int]:
-    in_trace = sorted({e.graph_id for e in trace.events if e.graph_id is not None})
-    unknown = [i for i in in_trace if i not in graphs]
-    if unknown:
-        raise InvalidInputError(
-            f"{trace.source} holds graph work of exec graph id(s) {unknown}, but the graph "
-            f"export(s) have exec graph id(s) {sorted(graphs)}. A trace and an export join only "
-            "when they come from the same instantiation (re-instantiating makes a new id): pass "
-            "the export written with this trace (`cgtool trace` embeds it), or record both again."
-        )
-    out: dict[Replay, list[tuple[GpuEvent, int]]] = defaultdict(list)
-    other = 0
-    checked: set[tuple[int, int]] = set()
-    for e in trace.events:
-        if e.graph_id is None:
-            other += 1
-            continue
-        pg = graphs[e.graph_id]
-        idx = pg.index.get(e.tools_id)  # type: ignore[arg-type]
-        if idx is None:
-            raise InvalidInputError(
-                f"{trace.source}: event #{e.seq} ({e.name[:50]!r}) has graph node id {e.tools_id}, "
-                f"which is not a node of exec graph {e.graph_id} in {pg.g.source}. The export does "
-                "not match this trace: record both from the same instantiation."
-            )
-        if (e.graph_id, idx) not in checked:
-            # Exec graph ids count up per process (the first graph of every process is 2 or so),
-            # so equal ids do not prove that a trace and an export belong together: the node
-            # must also be of the event's kind and, for kernels, have its name.
-            if _key_node(pg.g, idx) != _key_event(e):
-                raise InvalidInputError(
-                    f"{trace.source}: event #{e.seq} is {e.kind} {demangle(e.name)[:60]!r}, but node "
-                    f"{idx} of exec graph {e.graph_id} in {pg.g.source} is "
-                    f"{pg.g.nodes[idx].node_type.value} {pg.name(idx)[:60]!r}. Exec graph ids are "
-                    "counters per process, so this export comes from another run with the same id: "
-                    "pass the export written with this trace (cgtool traces embed theirs)."
-                )
-            checked.add((e.graph_id, idx))
-        out[(e.device, e.graph_id, e.correlation)].append((e, idx))
-    return out, other
+    def lookup(self, tools: np.ndarray) -> np.ndarray:
+        """Node index of each tools id; -1 where the graph has no such node."""
+        if not len(self.sorted_tools):
+            return np.full(len(tools), -1, dtype=np.int64)
+        pos = np.searchsorted(self.sorted_tools, tools)
+        pos = np.minimum(pos, len(self.sorted_tools) - 1)
+        hit = self.sorted_tools[pos] == tools
+        return np.where(hit, self.sort[pos], -1)
 
 
 def _key_node(g: GraphData, i: int) -> tuple[str, str]:
@@ -214,19 +181,93 @@ def _key_node(g: GraphData, i: int) -> tuple[str, str]:
     return (n.node_type.value, "")
 
 
-def _key_event(e: GpuEvent) -> tuple[str, str]:
-    return ("kernel", demangle(e.name)) if e.kind == "kernel" else (e.kind, "")
+def _key_event(kind: str, name: str) -> tuple[str, str]:
+    return ("kernel", demangle(name)) if kind == "kernel" else (kind, "")
 
 
-def _inferred_replays(trace: Trace, graphs: dict[int, _G]) -> tuple[dict[Replay, list[tuple[GpuEvent, int]]], int, list[str]]:
+@dataclass
+class _Matched:
+    """Graph events of the trace and their nodes (parallel arrays over the selected events)."""
+
+    ev: np.ndarray  # event indices into the trace's columns
+    node: np.ndarray  # node index within its graph
+    graph: np.ndarray  # exec graph id
+    other: int  # GPU events outside any graph
+
+
+# --------------------------------------------------------------------------- matching
+def _exact_match(trace: Trace, graphs: dict[int, _G], *, ignore_unknown: bool = False) -> _Matched:
+    ev = np.flatnonzero(trace.graph_id > 0)
+    if ignore_unknown:
+        ev = ev[np.isin(trace.graph_id[ev], list(graphs))]
+    gids = trace.graph_id[ev]
+    in_trace = [int(x) for x in np.unique(gids)]
+    unknown = [i for i in in_trace if i not in graphs]
+    if unknown:
+        raise InvalidInputError(
+            f"{trace.source} holds graph work of exec graph id(s) {unknown}, but the graph "
+            f"export(s) have exec graph id(s) {sorted(graphs)}. A trace and an export join only "
+            "when they come from the same instantiation (re-instantiating makes a new id): pass "
+            "the export written with this trace (`cgtool trace` embeds it), or record both again."
+        )
+    node = np.empty(len(ev), dtype=np.int64)
+    for gid in in_trace:
+        pg = graphs[gid]
+        m = gids == gid
+        found = pg.lookup(trace.tools_id[ev[m]])
+        if (found < 0).any():
+            i = int(ev[m][np.flatnonzero(found < 0)[0]])
+            e = trace.event(i)
+            raise InvalidInputError(
+                f"{trace.source}: event #{e.seq} ({e.name[:50]!r}) has graph node id {e.tools_id}, "
+                f"which is not a node of exec graph {gid} in {pg.g.source}. The export does "
+                "not match this trace: record both from the same instantiation."
+            )
+        node[m] = found
+        # Exec graph ids count up per process (the first graph of every process has the same id),
+        # so equal ids do not prove that a trace and an export belong together: each node must
+        # also be of its events' kind and, for kernels, have their name. Checked once per pair.
+        combo = found * 65536 * 4 + trace.name[ev[m]].astype(np.int64) * 4 + trace.kind[ev[m]]
+        _, first = np.unique(combo, return_index=True)
+        for j in first:
+            i = int(ev[m][j])
+            nd = int(found[j])
+            kind, name = KINDS[trace.kind[i]], trace.names[trace.name[i]]
+            if _key_node(pg.g, nd) != _key_event(kind, name):
+                raise InvalidInputError(
+                    f"{trace.source}: event #{int(trace.seq[i])} is {kind} {demangle(name)[:60]!r}, but node "
+                    f"{nd} of exec graph {gid} in {pg.g.source} is "
+                    f"{pg.g.nodes[nd].node_type.value} {pg.name(nd)[:60]!r}. Exec graph ids are "
+                    "counters per process, so this export comes from another run with the same id: "
+                    "pass the export written with this trace (cgtool traces embed theirs)."
+                )
+    return _Matched(ev, node, gids, len(trace) - len(ev))
+
+
+def match_graph_events(trace: Trace, g: GraphData) -> tuple[np.ndarray, np.ndarray]:
+    """(event indices, node indices) of the trace's events of exec graph ``g`` (node ids needed),
+    with the same checks as the analysis (ids present, kinds and names agree)."""
+    if g.exec_graph_id not in set(np.unique(trace.graph_id).tolist()):
+        ids = sorted(int(x) for x in np.unique(trace.graph_id[trace.graph_id > 0]))
+        raise InvalidInputError(
+            f"{trace.source} has graph ids {ids or 'none'} but {g.source} is exec graph "
+            f"{g.exec_graph_id}: they come from different instantiations. Pass the matching pair."
+        )
+    m = _exact_match(trace, {g.exec_graph_id: _G(g)}, ignore_unknown=True)
+    return m.ev, m.node
+
+
+def _inferred_match(trace: Trace, graphs: dict[int, _G]) -> tuple[_Matched, list[str]]:
     """Kineto traces without graph ids: a replay is the GPU work of one cudaGraphLaunch's
     correlation id; events are matched to nodes by kind/name and, among nodes of one name, by
     start order, which is only sound when those nodes are totally ordered in the graph."""
-    groups: dict[tuple[int, int], list[GpuEvent]] = defaultdict(list)
+    groups: dict[tuple[int, int], list[int]] = defaultdict(list)
     other = 0
-    for e in trace.events:
-        if e.correlation in trace.launches:
-            groups[(e.device, e.correlation)].append(e)
+    launches = trace.launches
+    corr, dev = trace.correlation.tolist(), trace.device.tolist()
+    for i in range(len(trace)):
+        if corr[i] in launches:
+            groups[(dev[i], corr[i])].append(i)
         else:
             other += 1
     if not groups:
@@ -234,7 +275,6 @@ def _inferred_replays(trace: Trace, graphs: dict[int, _G]) -> tuple[dict[Replay,
             f"{trace.source} has no graph work: no GPU event carries a graph id and none belongs to "
             "a cudaGraphLaunch. Profile the graph replays (`cgtool trace`), not eager work."
         )
-    # Per graph: multiset signature and, per key, nodes in topological order.
     sigs: dict[int, Counter[tuple[str, str]]] = {}
     by_key: dict[int, dict[tuple[str, str], list[int]]] = {}
     for gid, pg in graphs.items():
@@ -244,53 +284,67 @@ def _inferred_replays(trace: Trace, graphs: dict[int, _G]) -> tuple[dict[Replay,
                 bk[_key_node(pg.g, i)].append(i)
         by_key[gid] = bk
         sigs[gid] = Counter({k: len(v) for k, v in bk.items()})
-    out: dict[Replay, list[tuple[GpuEvent, int]]] = {}
+    keys = [_key_event(KINDS[k], trace.names[n]) for k, n in zip(trace.kind.tolist(), trace.name.tolist())]
+    start = trace.start.tolist()
+    evs: list[int] = []
+    nodes: list[int] = []
+    gids: list[int] = []
     checked: set[tuple[int, tuple[str, str]]] = set()
-    for (dev, corr), evs in groups.items():
-        sig = Counter(_key_event(e) for e in evs)
-        match = [gid for gid, s in sigs.items() if s == sig]
+    for (_, c), idx in groups.items():
+        sig = Counter(keys[i] for i in idx)
+        match = [gid for gid, s_ in sigs.items() if s_ == sig]
         if not match:
             raise InvalidInputError(
-                f"{trace.source}: the {len(evs)} GPU events of graph launch (correlation {corr}) match "
+                f"{trace.source}: the {len(idx)} GPU events of graph launch (correlation {c}) match "
                 f"no given graph by kernel names and counts (graphs: {sorted(graphs)}). The trace has "
                 "no graph node ids, so cgtool matches by name: pass the export of the graph that "
                 "was replayed (--graph), from the same capture."
             )
         if len(match) > 1:
             raise InvalidInputError(
-                f"{trace.source}: graph launch (correlation {corr}) matches several graphs "
+                f"{trace.source}: graph launch (correlation {c}) matches several graphs "
                 f"{match} equally; without graph ids in the trace the match is ambiguous. Pass only "
                 "the graph that was replayed, or record with `cgtool trace` (it writes node ids)."
             )
         gid = match[0]
         pg = graphs[gid]
-        bucket: dict[tuple[str, str], list[GpuEvent]] = defaultdict(list)
-        for e in sorted(evs, key=lambda e: (e.start, e.seq)):
-            bucket[_key_event(e)].append(e)
-        pairs: list[tuple[GpuEvent, int]] = []
+        bucket: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for i in sorted(idx, key=lambda i: (start[i], int(trace.seq[i]))):
+            bucket[keys[i]].append(i)
         for key, es in bucket.items():
-            nodes = by_key[gid][key]
-            if len(nodes) > 1 and (gid, key) not in checked:
-                for a, b in zip(nodes, nodes[1:]):
+            nds = by_key[gid][key]
+            if len(nds) > 1 and (gid, key) not in checked:
+                for a, b in zip(nds, nds[1:]):
                     if not pg.reach.reachable(a, b):
                         raise InvalidInputError(
                             f"{trace.source}: the match is ambiguous. The trace has no graph node ids, "
-                            f"and graph {gid} has {len(nodes)} nodes named {key[1] or key[0]!r} "
+                            f"and graph {gid} has {len(nds)} nodes named {key[1] or key[0]!r} "
                             f"(e.g. indices {a} and {b}) that may run in either order, so their events "
                             "cannot be told apart by name and order. Record the trace with "
                             "`cgtool trace` or a PyTorch whose profiler writes 'graph node id'."
                         )
                 checked.add((gid, key))
-            pairs.extend(zip(es, nodes))
-        out[(dev, gid, corr)] = pairs
-    return out, other, ["Events were matched to graph nodes by launch, kernel name and order "
-                        "(the trace has no graph node ids): the match is inferred."]
+            evs += es
+            nodes += nds
+            gids += [gid] * len(es)
+    notes = ["Events were matched to graph nodes by launch, kernel name and order (the trace has no "
+             "graph node ids): the match is inferred."]
+    return _Matched(np.array(evs, np.int64), np.array(nodes, np.int64), np.array(gids, np.int64), other), notes
+
+
+def _dense(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dense id per row, index of each id's first row) for the combination of integer columns."""
+    if not len(cols[0]):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    stacked = np.stack(cols, axis=1)
+    _, first, inv = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+    return inv.reshape(-1), first
 
 
 # --------------------------------------------------------------------------- analysis
 def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = DEFAULT_TOLERANCE_US) -> DepsResult:
     """Classify every serialization in ``trace`` against ``graphs``."""
-    if not trace.events:
+    if not len(trace):
         raise InvalidInputError(
             f"{trace.source} has no GPU events (kernel, gpu_memcpy, gpu_memset) among its "
             f"{trace.n_events} events. Profile with CUDA activity enabled (`cgtool trace`)."
@@ -311,123 +365,182 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
         prepared[g.exec_graph_id] = _G(g)
     notes: list[str] = []
     if trace.has_graph_ids:
-        replays, other = _exact_replays(trace, prepared)
+        m = _exact_match(trace, prepared)
         match = "exact"
     else:
-        replays, other, notes = _inferred_replays(trace, prepared)
+        m, notes = _inferred_match(trace, prepared)
         match = "inferred"
-    if not replays:
+    if not len(m.ev):
         raise InvalidInputError(f"{trace.source} has no graph work to analyse.")
     lane = "channel" if trace.has_channels else "stream"
     if lane == "stream":
         notes.append("The trace has no hardware channel data: serializations are taken per stream, "
                      "and waits behind unrelated work are inferred from timing.")
+    ev = m.ev
+    start, end = trace.start[ev], trace.end[ev]
+    corr, dev = trace.correlation[ev], trace.device[ev]
+    replay, rfirst = _dense(dev, m.graph, corr)
+    lanes_key = (trace.channel_type[ev], trace.channel[ev]) if lane == "channel" else (trace.stream[ev],)
+    lane_id, _ = _dense(*lanes_key)
+    n_rep = len(rfirst)
 
-    findings: dict[tuple[int, int, int], Finding] = {}
-    gaps: dict[tuple[int, int, int], float] = defaultdict(float)
-    waits: dict[tuple[int, int, int], InferredWait] = {}
-    stats: list[ReplayStat] = []
-    for (dev, gid, corr), pairs in sorted(replays.items(), key=lambda kv: min(e.start for e, _ in kv[1])):
+    # Readiness and the measured critical path, per graph, vectorized over its replays.
+    ready = np.zeros(len(ev))
+    span = np.zeros(n_rep)
+    crit = np.zeros(n_rep)
+    for gid, pg in prepared.items():
+        sel = np.flatnonzero(m.graph == gid)
+        if not len(sel):
+            continue
+        reps, local = np.unique(replay[sel], return_inverse=True)
+        local = local.reshape(-1)
+        n = len(pg.g.nodes)
+        S = np.full((len(reps), n), np.nan)
+        E = np.full((len(reps), n), np.nan)
+        S[local, m.node[sel]] = start[sel]
+        E[local, m.node[sel]] = end[sel]
+        t0 = np.nanmin(S, axis=1)
+        span[reps] = np.nanmax(E, axis=1) - t0
+        R = np.empty_like(S)
+        F = np.empty_like(S)
+        L = np.empty_like(S)
+        traced = ~np.isnan(E)
+        dur = np.where(traced, E - S, 0.0)
+        nodes = pg.g.nodes
+        for v in pg.order:
+            deps = nodes[v].dependencies
+            if deps:
+                d = list(deps)
+                R[:, v] = F[:, d].max(axis=1) if len(d) > 1 else F[:, d[0]]
+                L[:, v] = dur[:, v] + (L[:, d].max(axis=1) if len(d) > 1 else L[:, d[0]])
+            else:
+                R[:, v] = t0
+                L[:, v] = dur[:, v]
+            F[:, v] = np.where(traced[:, v], E[:, v], R[:, v])
+        crit[reps] = L.max(axis=1) if n else 0.0
+        ready[sel] = R[local, m.node[sel]]
+
+    a_of = _latest_before(start, end, replay * (int(lane_id.max()) + 1) + lane_id, tolerance_us)
+    b = np.flatnonzero(a_of >= 0)
+    a = a_of[b]
+    kind_true = np.zeros(len(b), dtype=bool)
+    for gid, pg in prepared.items():
+        mm = m.graph[b] == gid
+        if mm.any():
+            kind_true[mm] = pg.reach.reachable_many(m.node[a[mm]], m.node[b[mm]])
+    gap = start[b] - end[a]
+    cost = np.where(kind_true, 0.0, np.maximum(0.0, start[b] - ready[b]))
+
+    # Aggregate distinct pairs.
+    gl = {gid: k for k, gid in enumerate(sorted(prepared))}
+    gcode = np.array([gl[int(x)] for x in m.graph[b]], dtype=np.int64) if len(b) else np.zeros(0, np.int64)
+    pair, pfirst = _dense(gcode, m.node[a], m.node[b])
+    counts = np.bincount(pair, minlength=len(pfirst)) if len(b) else np.zeros(0, np.int64)
+    gaps = np.bincount(pair, weights=gap, minlength=len(pfirst)) if len(b) else np.zeros(0)
+    costs = np.bincount(pair, weights=cost, minlength=len(pfirst)) if len(b) else np.zeros(0)
+    findings: list[Finding] = []
+    chan = trace.channel[ev]
+    stream = trace.stream[ev]
+    for k, j in enumerate(pfirst.tolist()):
+        gid = int(m.graph[b[j]])
         pg = prepared[gid]
-        st = _analyze_replay(pg, dev, gid, corr, pairs, lane, tolerance_us, findings, gaps, waits)
-        stats.append(st)
-    for k, f in findings.items():
-        f.gap_us = gaps[k] / f.count
-    res = DepsResult(lane, match, tolerance_us, list(findings.values()), stats,
-                     sorted(waits.values(), key=lambda w: -w.wait_us), sorted(prepared), notes,
-                     non_graph_events=other)
+        na, nb = int(m.node[a[j]]), int(m.node[b[j]])
+        c = int(chan[b[j]])
+        findings.append(Finding(
+            gid, pg.g.nodes[na].tools_id, pg.g.nodes[nb].tools_id,
+            DepKind.TRUE if kind_true[j] else DepKind.FAKE,
+            None if c < 0 else c, int(stream[b[j]]), int(counts[k]),
+            float(gaps[k] / counts[k]), float(costs[k]), pg.name(na), pg.name(nb)))
+    n_true = np.bincount(replay[b][kind_true], minlength=n_rep)
+    n_fake = np.bincount(replay[b][~kind_true], minlength=n_rep)
+    fake_cost = np.bincount(replay[b], weights=cost, minlength=n_rep)
+    counts_ev = np.bincount(replay, minlength=n_rep)
+    t_first = np.full(n_rep, np.inf)
+    np.minimum.at(t_first, replay, start)
+    stats = [
+        ReplayStat(int(m.graph[rfirst[r]]), int(dev[rfirst[r]]), int(corr[rfirst[r]]), int(counts_ev[r]),
+                   round(float(span[r]), 3), round(float(crit[r]), 3), int(n_true[r]), int(n_fake[r]),
+                   round(float(fake_cost[r]), 3))
+        for r in np.argsort(t_first, kind="stable").tolist()
+    ]
+    waits: list[InferredWait] = []
+    if lane == "stream":
+        waits = _inferred_waits(prepared, m, start, end, ready, replay, tolerance_us)
+    res = DepsResult(lane, match, tolerance_us, findings, stats, waits, sorted(prepared), notes, non_graph_events=m.other)
     res.suggestions = _suggest(res, trace, prepared)
     return res
 
 
-def _analyze_replay(pg: _G, dev: int, gid: int, corr: int, pairs: list[tuple[GpuEvent, int]], lane: str,
-                    tol: float, findings: dict[tuple[int, int, int], Finding],
-                    gaps: dict[tuple[int, int, int], float], waits: dict[tuple[int, int, int], InferredWait]) -> ReplayStat:
-    g = pg.g
-    ev_of: dict[int, GpuEvent] = {}
-    for e, i in pairs:
-        ev_of[i] = e  # a node runs once per replay
-    t0 = min(e.start for e, _ in pairs)
-    t1 = max(e.end for e, _ in pairs)
-    # Readiness (end of the last predecessor, through untraced nodes) and the measured critical path.
-    ready: dict[int, float] = {}
-    finish_end: dict[int, float] = {}
-    longest: dict[int, float] = {}
-    for v in pg.order:
-        deps = g.nodes[v].dependencies
-        r = max((finish_end[u] for u in deps), default=t0)
-        ready[v] = r
-        e = ev_of.get(v)
-        finish_end[v] = e.end if e is not None else r
-        d = (e.end - e.start) if e is not None else 0.0
-        longest[v] = d + max((longest[u] for u in deps), default=0.0)
-    crit = max(longest.values(), default=0.0)
-    st = ReplayStat(gid, dev, corr, len(pairs), round(t1 - t0, 3), round(crit, 3))
-
-    lanes: dict[Any, list[tuple[GpuEvent, int]]] = defaultdict(list)
-    for e, i in pairs:
-        key = (e.channel_type, e.channel) if lane == "channel" else e.stream
-        lanes[key].append((e, i))
-    reach = pg.reach.reachable
-    for key, items in lanes.items():
-        items.sort(key=lambda p: (p[0].start, p[0].seq))
-        # A is the item that ended last; of items ending together, the one that started last.
-        by_end = sorted(items, key=lambda p: (p[0].end, p[0].start, p[0].seq))
-        ends = [p[0].end for p in by_end]
-        for eb, b in items:
-            k = bisect.bisect_right(ends, eb.start + tol) - 1
-            while k >= 0 and (by_end[k][1] == b or by_end[k][0].start >= eb.start):
-                k -= 1
-            if k < 0:
-                continue
-            ea, a = by_end[k]
-            kind = DepKind.TRUE if reach(a, b) else DepKind.FAKE
-            fk = (gid, g.nodes[a].tools_id, g.nodes[b].tools_id)
-            f = findings.get(fk)
-            if f is None:
-                f = findings[fk] = Finding(gid, fk[1], fk[2], kind, eb.channel, eb.stream,
-                                           before_name=pg.name(a), after_name=pg.name(b))
-            f.count += 1
-            gaps[fk] += eb.start - ea.end
-            if kind is DepKind.FAKE:
-                cost = max(0.0, eb.start - ready[b])
-                f.cost_us += cost
-                st.fake += 1
-                st.fake_cost_us += cost
-            else:
-                st.true += 1
-    st.fake_cost_us = round(st.fake_cost_us, 3)
-    if lane == "stream":
-        _inferred_waits(pg, gid, pairs, ready, tol, waits)
-    return st
+def _latest_before(start: np.ndarray, end: np.ndarray, group: np.ndarray, tol: float) -> np.ndarray:
+    """For each item B: the item A of the same group that ended last with A.end <= B.start + tol
+    and A.start < B.start (ties on the end: the one that started last); -1 where none."""
+    n = len(start)
+    out = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return out
+    base = float(start.min())
+    s_ns = np.rint((start - base) * 1000).astype(np.int64)
+    e_ns = np.rint((end - base) * 1000).astype(np.int64)
+    tol_ns = int(round(tol * 1000))
+    width = int(max(e_ns.max(), s_ns.max())) + tol_ns + 2
+    order = np.lexsort((s_ns, e_ns, group))
+    if (int(group.max()) + 1) * width >= 2**62:  # pragma: no cover - would need years of trace
+        raise InvalidInputError("The trace spans too long a time to analyse in one piece; split it.")
+    key = group[order] * width + e_ns[order]
+    query = group * width + s_ns + tol_ns
+    k = np.searchsorted(key, query, side="right") - 1
+    idx = np.arange(n)
+    todo = idx
+    while len(todo):
+        kk = k[todo]
+        ok_k = kk >= 0
+        cand = np.where(ok_k, order[np.maximum(kk, 0)], 0)
+        same = ok_k & (group[cand] == group[todo])
+        good = same & (cand != todo) & (s_ns[cand] < s_ns[todo])
+        out[todo[good]] = cand[good]
+        retry = same & ~good
+        k[todo[retry]] -= 1
+        todo = todo[retry]
+    return out
 
 
-def _inferred_waits(pg: _G, gid: int, pairs: list[tuple[GpuEvent, int]], ready: dict[int, float],
-                    tol: float, waits: dict[tuple[int, int, int], InferredWait]) -> None:
-    by_end = sorted(pairs, key=lambda p: p[0].end)
-    ends = [p[0].end for p in by_end]
-    for eb, b in pairs:
-        late = eb.start - ready[b]
-        if late <= max(tol, 1.0):
-            continue
-        k = bisect.bisect_right(ends, eb.start + tol) - 1
-        while k >= 0:
-            ea, a = by_end[k]
-            if ea.end <= ready[b]:
-                k = -1
+def _inferred_waits(prepared: dict[int, _G], m: _Matched, start: np.ndarray, end: np.ndarray, ready: np.ndarray,
+                    replay: np.ndarray, tol: float) -> list[InferredWait]:
+    """Without channel data: B started later than its predecessors allowed; name the unrelated
+    item (no path to B) that ended last before B started, while B was waiting."""
+    late = np.flatnonzero(start - ready > max(tol, 1.0))
+    if not len(late):
+        return []
+    order = np.lexsort((start, end, replay))
+    rep_sorted, end_sorted = replay[order], end[order]
+    waits: dict[tuple[int, int, int], InferredWait] = {}
+    for bi in late.tolist():
+        r = replay[bi]
+        lo = int(np.searchsorted(rep_sorted, r, side="left"))
+        hi = int(np.searchsorted(rep_sorted, r, side="right"))
+        k = lo + int(np.searchsorted(end_sorted[lo:hi], start[bi] + tol, side="right")) - 1
+        gid = int(m.graph[bi])
+        pg = prepared[gid]
+        nb = int(m.node[bi])
+        found = -1
+        while k >= lo:
+            ai = int(order[k])
+            if end[ai] <= ready[bi]:
                 break
-            if a != b and ea.start < eb.start and not pg.reach.reachable(a, b):
+            if ai != bi and start[ai] < start[bi] and not pg.reach.reachable(int(m.node[ai]), nb):
+                found = ai
                 break
             k -= 1
-        if k < 0:
+        if found < 0:
             continue
-        a = by_end[k][1]
-        wk = (gid, pg.g.nodes[b].tools_id, pg.g.nodes[a].tools_id)
-        w = waits.get(wk)
+        na = int(m.node[found])
+        key = (gid, pg.g.nodes[nb].tools_id, pg.g.nodes[na].tools_id)
+        w = waits.get(key)
         if w is None:
-            w = waits[wk] = InferredWait(gid, wk[1], wk[2], after_name=pg.name(b), behind_name=pg.name(a))
+            w = waits[key] = InferredWait(gid, key[1], key[2], after_name=pg.name(nb), behind_name=pg.name(na))
         w.count += 1
-        w.wait_us += late
+        w.wait_us += float(start[bi] - ready[bi])
+    return sorted(waits.values(), key=lambda w: -w.wait_us)
 
 
 def _suggest(res: DepsResult, trace: Trace, graphs: dict[int, _G]) -> list[str]:
@@ -435,7 +548,7 @@ def _suggest(res: DepsResult, trace: Trace, graphs: dict[int, _G]) -> list[str]:
     if res.n_fake == 0:
         return out
     env = (trace.cgtool or {}).get("CUDA_DEVICE_MAX_CONNECTIONS")
-    chans = {e.channel for e in trace.events if e.channel is not None}
+    chans = {int(c) for c in np.unique(trace.channel) if c >= 0}
     if res.lane == "channel":
         if env is not None and chans and len(chans) <= int(env or 8):
             out.append(
@@ -470,5 +583,3 @@ def graphs_from_trace(trace: Trace) -> list[GraphData]:
     return [GraphData.from_json(d, source=f"{trace.source} (embedded graph {k})") for k, d in enumerate(gs)]
 
 
-def iter_events_summary(events: Iterable[GpuEvent]) -> Counter[str]:  # small helper for reports
-    return Counter(e.kind for e in events)

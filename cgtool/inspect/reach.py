@@ -72,6 +72,22 @@ class Reachability:
             r[chain[v]] = pos[v]
             reach[v] = r
         self._reach = reach
+        self._np: tuple[object, object, object] | None = None
+
+    def arrays(self):  # type: ignore[no-untyped-def]
+        """(reach, chain, pos) as numpy arrays, for vectorized queries."""
+        if self._np is None:
+            import numpy as np
+
+            n = len(self._reach)
+            reach = np.array(self._reach, dtype=np.int64).reshape(n, self.k) if n else np.zeros((0, 0), np.int64)
+            self._np = (reach, np.array(self.chain, dtype=np.int64), np.array(self.pos, dtype=np.int64))
+        return self._np
+
+    def reachable_many(self, a, b):  # type: ignore[no-untyped-def]
+        """Element-wise ``reachable`` over two integer arrays of node indices."""
+        reach, chain, pos = self.arrays()
+        return (reach[a, chain[b]] <= pos[b]) & (a != b)
 
     def reachable(self, a: int, b: int) -> bool:
         """True when b is reachable from a by a non-empty path."""

@@ -1,13 +1,15 @@
-"""Reading chrome traces (cgtool's own, and the PyTorch profiler's) into GPU events.
+"""Reading chrome traces (cgtool's own, and the PyTorch profiler's) into columns of GPU events.
 
-Decoding is typed (msgspec): only the fields cgtool needs are materialised, each event's ``args``
-is kept as raw bytes and decoded only for GPU events. Every form PyTorch writes is accepted:
+Decoding is typed (msgspec) and chunked: the outer document is decoded with each event kept as a
+raw slice of the input, then events are decoded 64k at a time into structs holding only the fields
+cgtool uses, and the GPU events of each chunk are moved into numpy columns. Peak memory is the
+file plus the columns plus one chunk. Every form PyTorch writes is accepted:
 
 * ``"graph node id"`` holding the full 64-bit tools id, or only its low 32 bits beside
   ``"graph id"`` (PyTorch's newer CUPTI monitor);
 * with or without ``"channel"`` / ``"channel_type"``;
 * no graph ids at all (Kineto in torch ≤ 2.12): kernels of one replay share the correlation id of
-  their ``cudaGraphLaunch``; ``graph_id`` is then None and the match to graph nodes is inferred
+  their ``cudaGraphLaunch``; ``graph_id`` is then 0 and the match to nodes is inferred
   (see ``cgtool.inspect.deps``).
 """
 
@@ -15,29 +17,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import msgspec
+import numpy as np
 
 from cgtool.errors import InvalidInputError
 from cgtool.jsonio import DEFAULT_MAX_BYTES, describe_json_error, read_bytes
 
-GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "Kernel": "kernel",
-            "Memcpy": "memcpy", "Memset": "memset"}
+#: Event categories of GPU work, and the kind cgtool gives each.
+GPU_CATS = {"kernel": 0, "gpu_memcpy": 1, "gpu_memset": 2, "Kernel": 0, "Memcpy": 1, "Memset": 2}
+KINDS = ("kernel", "memcpy", "memset")
 LOW32 = 0xFFFFFFFF
+_CHUNK = 1 << 16
 
 
-class _Args(msgspec.Struct):
-    device: int | None = None
-    stream: int | None = None
-    correlation: int | None = None
-    graph_id: int | None = msgspec.field(name="graph id", default=None)
-    graph_node_id: int | None = msgspec.field(name="graph node id", default=None)
-    channel: int | None = None
-    channel_type: int | str | None = None
+class _Args(msgspec.Struct, gc=False):
+    # Defaults stand for "absent", so that a row converts to integers in one step.
+    stream: int = -1
+    correlation: int = -1
+    device: int = 0
+    graph_id: int = msgspec.field(name="graph id", default=0)
+    graph_node_id: int = msgspec.field(name="graph node id", default=-1)
+    channel: int = -1
+    channel_type: Union[int, str] = -1
 
 
-class _Event(msgspec.Struct):
+class _Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
     name: str = ""
@@ -46,18 +52,32 @@ class _Event(msgspec.Struct):
     args: msgspec.Raw = msgspec.Raw(b"{}")
 
 
-class _Trace(msgspec.Struct):
-    traceEvents: list[_Event]
+class _EventT(msgspec.Struct, gc=False):
+    """An event with args decoded in the same pass (the fast path)."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    ts: float = 0.0
+    dur: float = 0.0
+    args: Union[_Args, None] = None
+
+
+class _Outer(msgspec.Struct, gc=False):
+    traceEvents: list[msgspec.Raw]
     cgtool: msgspec.Raw = msgspec.Raw(b"null")
 
 
-_trace_decoder = msgspec.json.Decoder(_Trace)
-_args_decoder = msgspec.json.Decoder(_Args)
+_outer = msgspec.json.Decoder(_Outer)
+_chunk = msgspec.json.Decoder(list[_Event])
+_chunk_typed = msgspec.json.Decoder(list[_EventT])
+_RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
+_args = msgspec.json.Decoder(_Args)
 
 
 @dataclass(slots=True)
 class GpuEvent:
-    """One GPU activity: a kernel, memcpy or memset. Times in µs."""
+    """One GPU activity, for messages and small loops (the analysis works on the columns)."""
 
     kind: str
     name: str
@@ -66,26 +86,60 @@ class GpuEvent:
     device: int
     stream: int
     correlation: int
-    graph_id: int | None  # exec graph id, None when the trace carries no graph ids
-    tools_id: int | None  # full 64-bit graph node id, None when unknown
+    graph_id: int | None
+    tools_id: int | None
     channel: int | None
-    channel_type: int | str | None
-    seq: int  # position in the file (for messages)
+    channel_type: int | None
+    seq: int
 
 
 @dataclass
 class Trace:
-    """GPU events and graph launches of a chrome trace, plus cgtool's embedded block if any."""
+    """GPU events as numpy columns (one row per kernel/memcpy/memset), plus graph launches.
+
+    Times in µs; ``end`` is rounded to the nanosecond so equal ends compare equal. Missing values:
+    ``graph_id``/``tools_id`` 0, ``channel``/``channel_type`` -1.
+    """
 
     source: str
-    events: list[GpuEvent]
+    kind: np.ndarray  # int8: index into KINDS
+    name: np.ndarray  # int32: index into names
+    names: list[str]
+    start: np.ndarray  # float64 µs
+    end: np.ndarray  # float64 µs
+    device: np.ndarray  # int64
+    stream: np.ndarray  # int64
+    correlation: np.ndarray  # int64
+    graph_id: np.ndarray  # int64, 0 when the event is outside a graph or the trace has no ids
+    tools_id: np.ndarray  # int64 full tools id, 0 when unknown
+    channel: np.ndarray  # int64, -1 when absent
+    channel_type: np.ndarray  # int64, -1 when absent
+    seq: np.ndarray  # int64 position in traceEvents
     launches: dict[int, float]  # correlation id of each cudaGraphLaunch -> host start (µs)
     cgtool: dict[str, Any] | None = None
     n_events: int = 0
-    has_channels: bool = False
-    has_graph_ids: bool = False
     node_id_form: str = "none"  # "full", "low32+graph id", "none"
-    notes: list[str] = field(default_factory=list)
+    channel_types: list[str] = field(default_factory=list)  # names of string channel types
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @property
+    def has_channels(self) -> bool:
+        return bool(len(self.channel)) and bool((self.channel >= 0).any())
+
+    @property
+    def has_graph_ids(self) -> bool:
+        return bool(len(self.graph_id)) and bool((self.graph_id > 0).any())
+
+    def event(self, i: int) -> GpuEvent:
+        g, t, c, ct = int(self.graph_id[i]), int(self.tools_id[i]), int(self.channel[i]), int(self.channel_type[i])
+        return GpuEvent(KINDS[self.kind[i]], self.names[self.name[i]], float(self.start[i]), float(self.end[i]),
+                        int(self.device[i]), int(self.stream[i]), int(self.correlation[i]), g or None,
+                        t or None, None if c < 0 else c, None if ct < 0 else ct, int(self.seq[i]))
+
+    def events(self) -> list[GpuEvent]:
+        return [self.event(i) for i in range(len(self))]
 
 
 def _bad(source: str, msg: str) -> InvalidInputError:
@@ -97,80 +151,135 @@ def load_trace(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace
     src = str(path)
     data = read_bytes(path, max_bytes=max_bytes)
     try:
-        doc = _trace_decoder.decode(data)
+        outer = _outer.decode(data)
     except msgspec.ValidationError as e:
         raise _bad(src, f"is not a chrome trace cgtool can read: {e}. Expected an object with a "
                    "'traceEvents' list, as torch.profiler and `cgtool trace` write.") from None
     except msgspec.DecodeError as e:
         raise InvalidInputError(describe_json_error(src, data, e)) from None
-    del data
-    return _from_events(doc, src)
+    return _columns(outer, src)
 
 
-def _from_events(doc: _Trace, src: str) -> Trace:
-    events: list[GpuEvent] = []
+class _Cols:
+    def __init__(self) -> None:
+        self.kind: list[int] = []
+        self.name: list[int] = []
+        self.start: list[float] = []
+        self.dur: list[float] = []
+        self.args: list[_Args] = []
+        self.seq: list[int] = []
+
+
+def _chunk_events(part: list[msgspec.Raw], lo: int, src: str) -> list[Any]:
+    """Typed events of one chunk; args decoded in the same pass when every event's args fit."""
+    blob = b"[" + b",".join(part) + b"]"  # type: ignore[arg-type]
+    try:
+        return _chunk_typed.decode(blob)
+    except msgspec.ValidationError:
+        pass  # some event (not necessarily a GPU one) has args of other types: decode lazily
+    try:
+        evs = _chunk.decode(blob)
+    except msgspec.ValidationError as e:
+        where = str(e).replace("$[", f"$.traceEvents[{lo}+", 1)
+        raise _bad(src, f"has an event of the wrong shape ({where}). Record the trace again.") from None
+    out = []
+    for k, e in enumerate(evs):
+        args = None
+        if GPU_CATS.get(e.cat) is not None or (e.cat in _RUNTIME_CATS and e.name.startswith("cudaGraphLaunch")):
+            try:
+                args = _args.decode(e.args)
+            except msgspec.MsgspecError as err:
+                raise _bad(src, f"traceEvents[{lo + k}] ({e.cat} {e.name[:40]!r}) has bad args: {err}. "
+                           "Record the trace again.") from None
+        out.append(_EventT(e.ph, e.cat, e.name, e.ts, e.dur, args))
+    return out
+
+
+def _columns(outer: _Outer, src: str) -> Trace:
+    raw = outer.traceEvents
+    names: dict[str, int] = {}
     launches: dict[int, float] = {}
-    node_forms: set[str] = set()
-    chans = False
-    decode = _args_decoder.decode
-    for seq, e in enumerate(doc.traceEvents):
-        kind = GPU_CATS.get(e.cat)
-        if kind is None:
-            if e.name.startswith("cudaGraphLaunch") and e.ph == "X":
-                try:
-                    a = decode(e.args)
-                except msgspec.MsgspecError as err:
-                    raise _bad(src, f"traceEvents[{seq}] (cudaGraphLaunch) has bad args: {err}.") from None
-                if a.correlation is not None:
-                    launches[a.correlation] = e.ts
-            continue
-        if e.ph != "X":
-            continue
-        try:
-            a = decode(e.args)
-        except msgspec.MsgspecError as err:
-            raise _bad(src, f"traceEvents[{seq}] ({e.cat} {e.name[:40]!r}) has bad args: {err}. "
-                       "Record the trace again.") from None
-        if a.stream is None or a.correlation is None:
-            raise _bad(src, f"traceEvents[{seq}] ({e.cat} {e.name[:40]!r}) lacks args.stream or "
-                       "args.correlation, which every profiler writes for GPU events.")
-        if e.dur < 0:
-            raise _bad(src, f"traceEvents[{seq}] has a negative duration ({e.dur}).")
-        gid, tid = a.graph_id, None
-        if a.graph_node_id is not None:
-            v = a.graph_node_id
-            if v > LOW32:
-                tid = v
-                node_forms.add("full")
-                if gid is not None and gid != v >> 32:
-                    raise _bad(src, f"traceEvents[{seq}]: 'graph node id' {v} belongs to graph "
-                               f"{v >> 32} but 'graph id' says {gid}.")
-                gid = v >> 32
-            elif gid:
-                tid = (gid << 32) | v
-                node_forms.add("low32+graph id")
-            elif gid is None and v:
-                raise _bad(src, f"traceEvents[{seq}]: 'graph node id' {v} holds only the low 32 "
-                           "bits and there is no 'graph id' to complete it.")
-        if gid == 0:
-            gid = None  # CUPTI writes 0 for work outside graphs
-        if a.channel is not None:
-            chans = True
-        events.append(
-            # ends rounded to the nanosecond, so equal ends compare equal after float addition
-            GpuEvent(kind, e.name, e.ts, round(e.ts + e.dur, 3), a.device if a.device is not None else 0,
-                     a.stream, a.correlation, gid, tid, a.channel, a.channel_type, seq)
-        )
+    c = _Cols()
+    cats = GPU_CATS
+    for lo in range(0, len(raw), _CHUNK):
+        evs = _chunk_events(raw[lo:lo + _CHUNK], lo, src)
+        for k, e in enumerate(evs):
+            if e.ph == "X" and e.cat in _RUNTIME_CATS and e.name.startswith("cudaGraphLaunch"):
+                if e.args is not None and e.args.correlation >= 0:
+                    launches[e.args.correlation] = e.ts
+        idx = [k for k, e in enumerate(evs) if e.cat in cats and e.ph == "X"]
+        gpu = [evs[k] for k in idx]
+        for k, e in zip(idx, gpu):
+            a = e.args
+            if a is None or a.stream < 0 or a.correlation < 0:
+                raise _bad(src, f"traceEvents[{lo + k}] ({e.cat} {e.name[:40]!r}) lacks args.stream or "
+                           "args.correlation, which every profiler writes for GPU events.")
+            if e.dur < 0:
+                raise _bad(src, f"traceEvents[{lo + k}] has a negative duration ({e.dur}).")
+        c.kind += [cats[e.cat] for e in gpu]
+        c.name += [names.setdefault(e.name, len(names)) for e in gpu]
+        c.start += [e.ts for e in gpu]
+        c.dur += [e.dur for e in gpu]
+        c.args += [e.args for e in gpu]
+        c.seq += [lo + k for k in idx]
+    n = len(c.start)
+    kind = np.array(c.kind, dtype=np.int8)
+    name = np.array(c.name, dtype=np.int32)
+    seq = np.array(c.seq, dtype=np.int64)
+    start = np.array(c.start, dtype=np.float64)
+    end = np.round(start + np.array(c.dur, dtype=np.float64), 3)
+    args = c.args
+    stream = np.fromiter((a.stream for a in args), np.int64, n)
+    corr = np.fromiter((a.correlation for a in args), np.int64, n)
+    device = np.fromiter((a.device for a in args), np.int64, n)
+    gid = np.fromiter((a.graph_id for a in args), np.int64, n)
+    nid = np.fromiter((a.graph_node_id for a in args), np.int64, n)
+    chan = np.fromiter((a.channel for a in args), np.int64, n)
+    ct_names: list[str] = []
+    if any(isinstance(a.channel_type, str) for a in args):
+        ctype = np.fromiter((_ctype(a.channel_type, ct_names) for a in args), np.int64, n)
+    else:
+        ctype = np.fromiter((a.channel_type for a in args), np.int64, n)
+    del c, args
+    # Node ids: full 64-bit, or low 32 bits completed by "graph id" (-1: no node id).
+    full = nid > LOW32
+    form = "none"
+    if full.any():
+        form = "full"
+        hi = nid[full] >> 32
+        clash = (gid[full] != 0) & (gid[full] != hi)
+        if clash.any():
+            i = int(np.flatnonzero(full)[np.flatnonzero(clash)[0]])
+            raise _bad(src, f"traceEvents[{int(seq[i])}]: 'graph node id' {int(nid[i])} belongs to graph "
+                       f"{int(nid[i]) >> 32} but 'graph id' says {int(gid[i])}.")
+        gid[full] = hi
+    low = (nid >= 0) & ~full
+    orphan = low & (gid == 0) & (nid > 0)
+    if orphan.any():
+        i = int(np.flatnonzero(orphan)[0])
+        raise _bad(src, f"traceEvents[{int(seq[i])}]: 'graph node id' {int(nid[i])} holds only the low 32 "
+                   "bits and there is no 'graph id' to complete it.")
+    low &= gid > 0
+    if low.any() and form == "none":
+        form = "low32+graph id"
+    tools = np.where(full, nid, np.where(low, (gid << 32) | np.maximum(nid, 0), 0))
+    tools[gid == 0] = 0  # CUPTI writes graph id 0 for work outside graphs
     meta = None
-    if bytes(doc.cgtool) not in (b"null", b""):
-        try:
-            meta = msgspec.json.decode(doc.cgtool)
-        except msgspec.DecodeError as err:  # pragma: no cover - the outer decode validated it
-            raise _bad(src, f"its 'cgtool' block is not valid JSON: {err}") from None
+    if bytes(outer.cgtool) not in (b"null", b""):
+        meta = msgspec.json.decode(outer.cgtool)
         if not isinstance(meta, dict):
             raise _bad(src, "its 'cgtool' block should be an object.")
-    t = Trace(src, events, launches, meta, len(doc.traceEvents))
-    t.has_channels = chans
-    t.has_graph_ids = any(ev.graph_id is not None for ev in events)
-    t.node_id_form = "full" if "full" in node_forms else ("low32+graph id" if node_forms else "none")
-    return t
+    return Trace(
+        source=src, kind=kind, name=name, names=list(names), start=start, end=end, device=device,
+        stream=stream, correlation=corr, graph_id=gid, tools_id=tools, channel=chan,
+        channel_type=ctype, seq=seq, launches=launches, cgtool=meta, n_events=len(raw),
+        node_id_form=form, channel_types=ct_names,
+    )
+
+
+def _ctype(v: int | str, names: list[str]) -> int:
+    if isinstance(v, int):
+        return v
+    if v not in names:
+        names.append(v)
+    return 1000 + names.index(v)
