@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import mmap
 import os
 import tempfile
 import zlib
@@ -22,8 +23,10 @@ GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_MAX_BYTES = 8 * 1024**3
 
 
-def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-    """The content of ``path``, gunzipped when it starts with the gzip magic number."""
+def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES, mutable: bool = False) -> bytes:
+    """The content of ``path``, gunzipped when it starts with the gzip magic number.
+
+    With ``mutable`` the result is a bytearray read in place (no extra copy)."""
     p = Path(path)
     if not p.exists():
         raise UsageError(f"No such file: {p}. Check the path (it is relative to {Path.cwd()}).")
@@ -33,6 +36,18 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYT
         head = f.read(2)
         f.seek(0)
         if head != GZIP_MAGIC:
+            if mutable:
+                size = os.fstat(f.fileno()).st_size
+                if size > max_bytes:
+                    raise InvalidInputError(
+                        f"{p} is larger than the {max_bytes:,}-byte limit. "
+                        "Raise it with --max-bytes if the file is genuine."
+                    )
+                if size == 0:
+                    return bytearray()  # type: ignore[return-value]
+                # A private (copy-on-write) mapping: writable, the file itself never changes,
+                # and nothing is read or zero-filled up front.
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # type: ignore[return-value]
             data = f.read(max_bytes + 1)
             if len(data) > max_bytes:
                 raise InvalidInputError(
@@ -40,7 +55,8 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYT
                     "Raise it with --max-bytes if the file is genuine."
                 )
             return data
-        return _gunzip_capped(f, p, max_bytes)
+        out = _gunzip_capped(f, p, max_bytes)
+        return out if mutable else bytes(out)  # type: ignore[return-value]
 
 
 def _gunzip_capped(f: io.BufferedReader, p: Path, max_bytes: int) -> bytes:
@@ -70,14 +86,15 @@ def _gunzip_capped(f: io.BufferedReader, p: Path, max_bytes: int) -> bytes:
             )
     except (zlib.error, gzip.BadGzipFile, EOFError) as e:
         raise InvalidInputError(f"{p} is not a valid gzip file ({e}). Record it again.") from None
-    return bytes(out)
+    return out  # type: ignore[return-value]
 
 
 def describe_json_error(path: object, data: bytes, err: Exception) -> str:
     """One paragraph for a JSON syntax error: where it is and whether the file looks truncated."""
     text = str(err)
-    truncated = "truncated" in text or "end of" in text.lower() or not data.rstrip()
-    if not data.strip():
+    blank = len(data) == 0 or not bytes(data[:4096]).strip() and not bytes(data).strip()
+    truncated = "truncated" in text or "end of" in text.lower() or blank
+    if blank:
         return f"{path} is empty: expected a JSON document. Record or export it again."
     hint = (
         "The file looks truncated (it ends before the JSON does): the writer was probably "

@@ -14,6 +14,7 @@ against the critical path through the graph with the measured durations (the low
 
 from __future__ import annotations
 
+import functools
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -101,12 +102,20 @@ class DepsResult:
     match: str  # "exact" (node ids in the trace) or "inferred" (by launch, name and order)
     tolerance_us: float
     findings: list[Finding]
-    replays: list[ReplayStat]
+    replay_table: dict[str, np.ndarray]  # one array per ReplayStat field, replays in time order
     inferred_waits: list[InferredWait]
     graphs: list[int]
     notes: list[str] = field(default_factory=list)
     suggestions: list[str] = field(default_factory=list)
     non_graph_events: int = 0
+
+    @functools.cached_property
+    def replays(self) -> list[ReplayStat]:
+        """Per-replay statistics (built on first use: a trace may hold 100,000s of replays)."""
+        t = self.replay_table
+        cols = [t[f].tolist() for f in ("graph_id", "device", "correlation", "events", "span_us",
+                                        "critical_path_us", "true", "fake", "fake_cost_us")]
+        return [ReplayStat(*row) for row in zip(*cols)]
 
     @property
     def n_true(self) -> int:
@@ -121,8 +130,8 @@ class DepsResult:
                       key=lambda f: (-f.cost_us, -f.count, f.before, f.after))
 
     def to_json(self) -> dict[str, Any]:
-        spans = [r.span_us for r in self.replays]
-        crit = [r.critical_path_us for r in self.replays]
+        spans = self.replay_table["span_us"]
+        crit = self.replay_table["critical_path_us"]
         return {
             "schema_version": 1,
             "summary": {
@@ -131,13 +140,13 @@ class DepsResult:
                 "distinct_true": sum(1 for f in self.findings if f.kind is DepKind.TRUE),
                 "distinct_fake": sum(1 for f in self.findings if f.kind is DepKind.FAKE),
                 "fake_cost_us": round(sum(f.cost_us for f in self.findings if f.kind is DepKind.FAKE), 3),
-                "replays": len(self.replays),
+                "replays": int(len(spans)),
                 "graphs": self.graphs,
                 "lane": self.lane,
                 "match": self.match,
                 "tolerance_us": self.tolerance_us,
-                "mean_span_us": round(sum(spans) / len(spans), 3) if spans else None,
-                "mean_critical_path_us": round(sum(crit) / len(crit), 3) if crit else None,
+                "mean_span_us": round(float(spans.mean()), 3) if len(spans) else None,
+                "mean_critical_path_us": round(float(crit.mean()), 3) if len(crit) else None,
                 "non_graph_events": self.non_graph_events,
             },
             "serializations": [f.to_json() for f in sorted(
@@ -333,11 +342,27 @@ def _inferred_match(trace: Trace, graphs: dict[int, _G]) -> tuple[_Matched, list
 
 
 def _dense(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(dense id per row, index of each id's first row) for the combination of integer columns."""
+    """(dense id per row, index of each id's first row) for the combination of integer columns.
+
+    Each column is ranked on its own, then the ranks are combined in mixed radix into one int64
+    key (a 1-D unique is far faster than numpy's row-wise unique)."""
     if not len(cols[0]):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    stacked = np.stack(cols, axis=1)
-    _, first, inv = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    room = 1
+    for c in cols:
+        lo, hi = int(c.min()), int(c.max())
+        width = hi - lo + 1
+        if room * width < 2**62:  # combine the values directly
+            key = key * width + (c - lo)
+            room *= width
+        else:  # rank first (one more sort) to keep the key small
+            u, r = np.unique(c, return_inverse=True)
+            key = key * len(u) + r.reshape(-1)
+            room *= len(u)
+            if room >= 2**62:  # pragma: no cover - would need billions of distinct values
+                raise InvalidInputError("Too many distinct replays or lanes to index.")
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
     return inv.reshape(-1), first
 
 
@@ -432,8 +457,7 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
     cost = np.where(kind_true, 0.0, np.maximum(0.0, start[b] - ready[b]))
 
     # Aggregate distinct pairs.
-    gl = {gid: k for k, gid in enumerate(sorted(prepared))}
-    gcode = np.array([gl[int(x)] for x in m.graph[b]], dtype=np.int64) if len(b) else np.zeros(0, np.int64)
+    gcode = np.searchsorted(np.array(sorted(prepared), dtype=np.int64), m.graph[b])
     pair, pfirst = _dense(gcode, m.node[a], m.node[b])
     counts = np.bincount(pair, minlength=len(pfirst)) if len(b) else np.zeros(0, np.int64)
     gaps = np.bincount(pair, weights=gap, minlength=len(pfirst)) if len(b) else np.zeros(0)
@@ -457,12 +481,12 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
     counts_ev = np.bincount(replay, minlength=n_rep)
     t_first = np.full(n_rep, np.inf)
     np.minimum.at(t_first, replay, start)
-    stats = [
-        ReplayStat(int(m.graph[rfirst[r]]), int(dev[rfirst[r]]), int(corr[rfirst[r]]), int(counts_ev[r]),
-                   round(float(span[r]), 3), round(float(crit[r]), 3), int(n_true[r]), int(n_fake[r]),
-                   round(float(fake_cost[r]), 3))
-        for r in np.argsort(t_first, kind="stable").tolist()
-    ]
+    o = np.argsort(t_first, kind="stable")
+    stats = {
+        "graph_id": m.graph[rfirst][o], "device": dev[rfirst][o], "correlation": corr[rfirst][o],
+        "events": counts_ev[o], "span_us": np.round(span[o], 3), "critical_path_us": np.round(crit[o], 3),
+        "true": n_true[o], "fake": n_fake[o], "fake_cost_us": np.round(fake_cost[o], 3),
+    }
     waits: list[InferredWait] = []
     if lane == "stream":
         waits = _inferred_waits(prepared, m, start, end, ready, replay, tolerance_us)

@@ -15,9 +15,11 @@ file plus the columns plus one chunk. Every form PyTorch writes is accepted:
 
 from __future__ import annotations
 
+import gc
+from operator import attrgetter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import msgspec
 import numpy as np
@@ -52,6 +54,16 @@ class _Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = msgspec.Raw(b"{}")
 
 
+#: Categories PyTorch's profiler and cgtool write. Decoded as a Literal, a category costs no new
+#: string per event; a chunk with any other category is decoded with plain strings instead.
+_KnownCat = Literal[
+    "", "kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "cuda_runtime", "cuda_driver",
+    "runtime", "driver", "cpu_op", "user_annotation", "gpu_user_annotation", "python_function", "ac2g",
+    "Trace", "overhead", "cpu_instant_event", "fwdbwd", "Runtime", "Driver", "cuda_profiler_range",
+    "graph_edge", "fake_dependency", "Overhead", "gpu_op", "ProfilerStep", "Memory", "cpu_to_gpu",
+]
+
+
 class _EventT(msgspec.Struct, gc=False):
     """An event with args decoded in the same pass (the fast path)."""
 
@@ -63,6 +75,12 @@ class _EventT(msgspec.Struct, gc=False):
     args: Union[_Args, None] = None
 
 
+class _EventK(_EventT, gc=False):
+    """The fastest path: a known category (see _KnownCat)."""
+
+    cat: _KnownCat = ""  # type: ignore[assignment]
+
+
 class _Outer(msgspec.Struct, gc=False):
     traceEvents: list[msgspec.Raw]
     cgtool: msgspec.Raw = msgspec.Raw(b"null")
@@ -71,6 +89,7 @@ class _Outer(msgspec.Struct, gc=False):
 _outer = msgspec.json.Decoder(_Outer)
 _chunk = msgspec.json.Decoder(list[_Event])
 _chunk_typed = msgspec.json.Decoder(list[_EventT])
+_chunk_known = msgspec.json.Decoder(list[_EventK])
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
 _args = msgspec.json.Decoder(_Args)
 
@@ -149,7 +168,25 @@ def _bad(source: str, msg: str) -> InvalidInputError:
 def load_trace(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
     """Parse a trace file (gzip detected by content). Errors are InvalidInputError (exit 4)."""
     src = str(path)
-    data = read_bytes(path, max_bytes=max_bytes)
+    data = read_bytes(path, max_bytes=max_bytes, mutable=True)
+    # A million new objects would trigger Python's cyclic GC over and over (none of them form
+    # cycles), which makes loading superlinear: pause it for the load.
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(data, src)
+    finally:
+        if was:
+            gc.enable()
+        close = getattr(data, "close", None)
+        if close is not None:
+            try:
+                close()
+            except BufferError:  # pragma: no cover - a view is still alive; the GC will close it
+                pass
+
+
+def _load(data: Any, src: str) -> Trace:
     try:
         outer = _outer.decode(data)
     except msgspec.ValidationError as e:
@@ -157,22 +194,41 @@ def load_trace(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace
                    "'traceEvents' list, as torch.profiler and `cgtool trace` write.") from None
     except msgspec.DecodeError as e:
         raise InvalidInputError(describe_json_error(src, data, e)) from None
-    return _columns(outer, src)
+    return _columns(outer, data, src)
 
 
-class _Cols:
-    def __init__(self) -> None:
-        self.kind: list[int] = []
-        self.name: list[int] = []
-        self.start: list[float] = []
-        self.dur: list[float] = []
-        self.args: list[_Args] = []
-        self.seq: list[int] = []
+_COLS = ("kind", "name", "start", "dur", "seq", "stream", "corr", "device", "gid", "nid", "chan", "ctype")
+_ARGS, _NAME, _CAT, _TS, _DUR = (attrgetter(k) for k in ("args", "name", "cat", "ts", "dur"))
+_CTYPE = attrgetter("channel_type")
+_ARG_COLS = [(c, attrgetter(f)) for c, f in (("stream", "stream"), ("corr", "correlation"), ("device", "device"),
+                                             ("gid", "graph_id"), ("nid", "graph_node_id"), ("chan", "channel"))]
 
 
-def _chunk_events(part: list[msgspec.Raw], lo: int, src: str) -> list[Any]:
-    """Typed events of one chunk; args decoded in the same pass when every event's args fit."""
-    blob = b"[" + b",".join(part) + b"]"  # type: ignore[arg-type]
+def _addr(b: Any) -> int:
+    return int(np.frombuffer(b, np.uint8).__array_interface__["data"][0])
+
+
+def _chunk_events(buf: bytearray, base: int, part: list[msgspec.Raw], lo: int, src: str) -> list[Any]:
+    """Typed events of one chunk; args decoded in the same pass when every event's args fit.
+
+    The chunk is decoded in place: the separator before its first event becomes ``[`` and the one
+    after its last becomes ``]`` for the duration of the decode (no copy of the chunk's bytes)."""
+    s = _addr(part[0]) - base
+    e = _addr(part[-1]) - base + len(part[-1])
+    saved = buf[s - 1], buf[e]
+    buf[s - 1], buf[e] = 0x5B, 0x5D  # "[" and "]"
+    try:
+        with memoryview(buf) as mv:
+            return _decode_chunk(mv[s - 1:e + 1], lo, src)
+    finally:
+        buf[s - 1], buf[e] = saved
+
+
+def _decode_chunk(blob: Any, lo: int, src: str) -> list[Any]:
+    try:
+        return _chunk_known.decode(blob)
+    except msgspec.ValidationError:
+        pass  # an unknown category, or args of other types
     try:
         return _chunk_typed.decode(blob)
     except msgspec.ValidationError:
@@ -195,20 +251,31 @@ def _chunk_events(part: list[msgspec.Raw], lo: int, src: str) -> list[Any]:
     return out
 
 
-def _columns(outer: _Outer, src: str) -> Trace:
+def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
     raw = outer.traceEvents
+    base = _addr(buf) if len(buf) else 0
+    meta = None
+    if bytes(outer.cgtool) not in (b"null", b""):
+        meta = msgspec.json.decode(outer.cgtool)
+        if not isinstance(meta, dict):
+            raise _bad(src, "its 'cgtool' block should be an object.")
     names: dict[str, int] = {}
     launches: dict[int, float] = {}
-    c = _Cols()
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in _COLS}
+    ct_names: list[str] = []
     cats = GPU_CATS
     for lo in range(0, len(raw), _CHUNK):
-        evs = _chunk_events(raw[lo:lo + _CHUNK], lo, src)
-        for k, e in enumerate(evs):
-            if e.ph == "X" and e.cat in _RUNTIME_CATS and e.name.startswith("cudaGraphLaunch"):
-                if e.args is not None and e.args.correlation >= 0:
+        evs = _chunk_events(buf, base, raw[lo:lo + _CHUNK], lo, src)
+        for k, c in enumerate(map(_CAT, evs)):
+            if c in _RUNTIME_CATS:
+                e = evs[k]
+                if e.ph == "X" and e.name.startswith("cudaGraphLaunch") and e.args is not None \
+                        and e.args.correlation >= 0:
                     launches[e.args.correlation] = e.ts
-        idx = [k for k, e in enumerate(evs) if e.cat in cats and e.ph == "X"]
+        idx = [k for k, c in enumerate(map(_CAT, evs)) if c in cats]
+        idx = [k for k in idx if evs[k].ph == "X"]
         gpu = [evs[k] for k in idx]
+        del evs
         for k, e in zip(idx, gpu):
             a = e.args
             if a is None or a.stream < 0 or a.correlation < 0:
@@ -216,31 +283,36 @@ def _columns(outer: _Outer, src: str) -> Trace:
                            "args.correlation, which every profiler writes for GPU events.")
             if e.dur < 0:
                 raise _bad(src, f"traceEvents[{lo + k}] has a negative duration ({e.dur}).")
-        c.kind += [cats[e.cat] for e in gpu]
-        c.name += [names.setdefault(e.name, len(names)) for e in gpu]
-        c.start += [e.ts for e in gpu]
-        c.dur += [e.dur for e in gpu]
-        c.args += [e.args for e in gpu]
-        c.seq += [lo + k for k in idx]
-    n = len(c.start)
-    kind = np.array(c.kind, dtype=np.int8)
-    name = np.array(c.name, dtype=np.int32)
-    seq = np.array(c.seq, dtype=np.int64)
-    start = np.array(c.start, dtype=np.float64)
-    end = np.round(start + np.array(c.dur, dtype=np.float64), 3)
-    args = c.args
-    stream = np.fromiter((a.stream for a in args), np.int64, n)
-    corr = np.fromiter((a.correlation for a in args), np.int64, n)
-    device = np.fromiter((a.device for a in args), np.int64, n)
-    gid = np.fromiter((a.graph_id for a in args), np.int64, n)
-    nid = np.fromiter((a.graph_node_id for a in args), np.int64, n)
-    chan = np.fromiter((a.channel for a in args), np.int64, n)
-    ct_names: list[str] = []
-    if any(isinstance(a.channel_type, str) for a in args):
-        ctype = np.fromiter((_ctype(a.channel_type, ct_names) for a in args), np.int64, n)
-    else:
-        ctype = np.fromiter((a.channel_type for a in args), np.int64, n)
-    del c, args
+        n = len(gpu)
+        args = list(map(_ARGS, gpu))
+        nm = list(map(_NAME, gpu))
+        for x in set(nm).difference(names):
+            names[x] = len(names)
+        # Each chunk goes straight into numpy: no column of Python objects is ever built.
+        parts["kind"].append(np.fromiter(map(cats.__getitem__, map(_CAT, gpu)), np.int8, n))
+        parts["name"].append(np.fromiter(map(names.__getitem__, nm), np.int32, n))
+        parts["start"].append(np.fromiter(map(_TS, gpu), np.float64, n))
+        parts["dur"].append(np.fromiter(map(_DUR, gpu), np.float64, n))
+        parts["seq"].append(np.array(idx, dtype=np.int64) + lo)
+        for col_name, get in _ARG_COLS:
+            parts[col_name].append(np.fromiter(map(get, args), np.int64, n))
+        try:
+            parts["ctype"].append(np.fromiter(map(_CTYPE, args), np.int64, n))
+        except (TypeError, ValueError):  # channel types written as names
+            parts["ctype"].append(np.fromiter((_ctype(a.channel_type, ct_names) for a in args), np.int64, n))
+        del gpu, args
+    n_raw = len(raw)
+    del raw, outer  # the raw slices point into buf: release them before buf is closed
+
+    def col(k: str, dtype: Any) -> np.ndarray:
+        arr = np.concatenate(parts.pop(k)) if parts[k] else np.zeros(0, dtype)
+        return arr.astype(dtype, copy=False)
+
+    kind, name, seq = col("kind", np.int8), col("name", np.int32), col("seq", np.int64)
+    start = col("start", np.float64)
+    end = np.round(start + col("dur", np.float64), 3)
+    stream, corr, device = col("stream", np.int64), col("corr", np.int64), col("device", np.int64)
+    gid, nid, chan, ctype = col("gid", np.int64), col("nid", np.int64), col("chan", np.int64), col("ctype", np.int64)
     # Node ids: full 64-bit, or low 32 bits completed by "graph id" (-1: no node id).
     full = nid > LOW32
     form = "none"
@@ -264,15 +336,10 @@ def _columns(outer: _Outer, src: str) -> Trace:
         form = "low32+graph id"
     tools = np.where(full, nid, np.where(low, (gid << 32) | np.maximum(nid, 0), 0))
     tools[gid == 0] = 0  # CUPTI writes graph id 0 for work outside graphs
-    meta = None
-    if bytes(outer.cgtool) not in (b"null", b""):
-        meta = msgspec.json.decode(outer.cgtool)
-        if not isinstance(meta, dict):
-            raise _bad(src, "its 'cgtool' block should be an object.")
     return Trace(
         source=src, kind=kind, name=name, names=list(names), start=start, end=end, device=device,
         stream=stream, correlation=corr, graph_id=gid, tools_id=tools, channel=chan,
-        channel_type=ctype, seq=seq, launches=launches, cgtool=meta, n_events=len(raw),
+        channel_type=ctype, seq=seq, launches=launches, cgtool=meta, n_events=n_raw,
         node_id_form=form, channel_types=ct_names,
     )
 
