@@ -92,3 +92,40 @@ def test_from_edges_builds_consistent_graphs():
     g = from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)])
     assert GraphData.from_json(g.to_json()).nodes == g.nodes
     assert g.nodes[3].dependencies == (1, 2)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fast_load_equals_validating_parse(data_dir, case):
+    from cgtool.inspect.graph import _fast_parse
+
+    p = data_dir / case / "graph.json"
+    fast = _fast_parse(p.read_bytes(), str(p))
+    assert fast is not None
+    slow = GraphData.from_json(json.loads(p.read_text()), source=str(p))
+    assert fast.nodes == slow.nodes and fast.exec_graph_id == slow.exec_graph_id and fast.meta == slow.meta
+
+
+@pytest.mark.parametrize(
+    "mutate, words",
+    [
+        (lambda d: d["nodes"][0]["dependents"].append(8), "does not list 0"),
+        (lambda d: d["nodes"][1].__setitem__("index", 5), "is at position 1"),
+        (lambda d: d["nodes"][2].pop("dependencies"), "no 'dependencies' field"),
+        (lambda d: d["nodes"][3].__setitem__("tools_id", -1), "should not be negative"),
+    ],
+)
+def test_malformed_files_on_disk_get_the_precise_message(data_dir, tmp_path, mutate, words):
+    doc = _base(data_dir)
+    mutate(doc)
+    p = tmp_path / "g.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(InvalidInputError) as e:
+        GraphData.load(p)
+    assert words in e.value.message and str(p) in e.value.message
+
+
+def test_truncated_export_on_disk(data_dir, tmp_path):
+    p = tmp_path / "g.json"
+    p.write_text((data_dir / "forkjoin" / "graph.json").read_text()[:500])
+    with pytest.raises(InvalidInputError, match="truncated"):
+        GraphData.load(p)
