@@ -132,6 +132,10 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, force: bool
         data = gzip.compress(data, compresslevel=6, mtime=0)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
+        # mkstemp creates 0600; give the file the mode a plain open() would (0666 less umask).
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, p)

@@ -24,12 +24,19 @@ step "trace (CUPTI) + deps"
 python3 -m cgtool trace sample_workloads/forkjoin.py -o "$OUTDIR/fj.json.gz" --force
 python3 -m cgtool trace sample_workloads/forkjoin.py -o "$OUTDIR/fj1.json.gz" --max-connections 1 --force
 python3 -m cgtool deps "$OUTDIR/fj1.json.gz" --top 3
+step "torch.profiler fallback + inferred match"
+python3 -m cgtool trace sample_workloads/chain.py -o "$OUTDIR/chain_torch.json.gz" --profiler torch --force -- --kernels 40
+python3 -m cgtool deps "$OUTDIR/chain_torch.json.gz" --top 2 | tail -8
+step "topo with measured durations"
+python3 -m cgtool topo "$OUTDIR/bundles/forkjoin/graph.json" --trace "$OUTDIR/fj.json.gz" 2>&1 | tail -4
 step "bench every sample workload"
 python3 -m cgtool bench sample_workloads/{chain,forkjoin,transformer_block,train_step,resnet50,gpt2_decode}.py --json "$OUTDIR/bench.json" --force
 step "gate demo: baseline, unchanged rerun, 7.5% more work"
 python3 -m cgtool bench sample_workloads/chain.py --save-baseline "$OUTDIR/base.json" --no-eager --force >/dev/null
 python3 -m cgtool bench sample_workloads/chain.py --baseline "$OUTDIR/base.json" --no-eager; echo "unchanged rerun: exit $?"
 python3 -m cgtool bench sample_workloads/chain.py --baseline "$OUTDIR/base.json" --no-eager --args "--kernels 430"; echo "7.5% slower: exit $?"
+step "demo (GPU path)"
+python3 -m cgtool demo 2>&1 | tail -15
 step "benchmarks"
 python3 benchmarks/bench_export.py
 python3 benchmarks/bench_harness_overhead.py

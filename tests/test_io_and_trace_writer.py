@@ -80,3 +80,15 @@ def test_replays_are_numbered_by_launch(data_dir):
     doc = build_trace(recs, graphs=[], meta={})
     reps = {e["args"]["replay"] for e in doc["traceEvents"] if e.get("cat") == "kernel"}
     assert reps == set(range(5))
+
+
+def test_written_files_get_the_usual_permissions(tmp_path):
+    import os
+    import stat
+
+    umask = os.umask(0o022)
+    try:
+        p = write_json(tmp_path / "x.json", {})
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(p.stat().st_mode) == 0o644

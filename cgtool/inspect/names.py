@@ -55,7 +55,64 @@ def demangle(name: str) -> str:
         _libc.free(ctypes.c_void_p(ptr))
 
 
-_ARGS = re.compile(r"\([^()]*\)\s*$")
+def _strip_params(s: str) -> str:
+    """Remove the trailing parameter list ``(...)``, respecting nested () and <>."""
+    s = s.rstrip()
+    if not s.endswith(")"):
+        return s
+    depth = 0
+    for i in range(len(s) - 1, -1, -1):
+        ch = s[i]
+        if ch in ")>":
+            depth += 1
+        elif ch in "(<":
+            depth -= 1
+            if depth == 0:
+                return s[:i] if ch == "(" else s
+    return s
+
+
+def _split_top(s: str) -> tuple[str, list[str]]:
+    """('name', [top-level template arguments]) of ``name<a, b<c>, d>``."""
+    i = s.find("<")
+    if i < 0 or not s.endswith(">"):
+        return s, []
+    args, depth, cur = [], 0, []
+    for ch in s[i + 1 : -1]:
+        if ch in "<({":
+            depth += 1
+        elif ch in ">)}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            args.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    args.append("".join(cur).strip())
+    return s[:i], args
+
+
+def _last_component(s: str) -> str:
+    """``at::native::(anonymous namespace)::GeluFunctor<float>`` -> ``GeluFunctor``."""
+    out, depth = [], 0
+    for ch in s:
+        if ch in "<({":
+            depth += 1
+        elif ch in ">)}":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    flat = "".join(out).replace("const", "").strip().rstrip("*& ")
+    parts = [p for p in flat.split("::") if p and p != "(anonymous namespace)"]
+    return parts[-1].strip() if parts else flat
+
+
+def _functor(arg: str) -> str:
+    """A readable name for a template argument that is a functor or lambda."""
+    if "{lambda" in arg:  # GeluCUDAKernelImpl(at::TensorIteratorBase&, ...)::{lambda(float)#1}
+        owner = arg.split("{lambda", 1)[0].rstrip(":")
+        return f"{_last_component(_strip_params(owner))} lambda"
+    return _last_component(arg)
 
 
 def _strip_templates(s: str) -> str:
@@ -74,18 +131,20 @@ def _strip_templates(s: str) -> str:
 
 @lru_cache(maxsize=65536)
 def short_name(name: str, width: int = 60) -> str:
-    """A readable kernel name: demangled, without the parameter list, templates collapsed,
-    namespaces dropped, cut to ``width`` characters.
+    """A readable kernel name: demangled, without the parameter list and namespaces, templates
+    collapsed to the functor they apply (elementwise kernels differ only in it), cut to ``width``.
 
     ``void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, ...>(int, ...)``
-    becomes ``vectorized_elementwise_kernel<…>``.
+    becomes ``vectorized_elementwise_kernel<FillFunctor>``.
     """
-    s = demangle(name)
-    s = _ARGS.sub("", s)  # parameter list
+    s = demangle(name).strip()
     if s.startswith("void "):
         s = s[5:]
-    s = _strip_templates(s)
-    # Drop namespaces: keep the part after the last '::' that is outside templates.
-    s = s.rsplit("::", 1)[-1]
-    s = s.strip() or name
-    return s if len(s) <= width else s[: width - 1] + "…"
+    s = _strip_params(s)
+    base, targs = _split_top(s)
+    base = _last_component(base) or base
+    fn = next((a for a in targs if a and not a.lstrip("-").isdigit() and not a.endswith("ul")
+               and ("Functor" in a or "{lambda" in a or "Op" in a)), None)
+    out = f"{base}<{_functor(fn)}>" if fn else (f"{base}<…>" if targs else base)
+    out = out.strip() or name
+    return out if len(out) <= width else out[: width - 1] + "…"
