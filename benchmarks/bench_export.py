@@ -91,6 +91,12 @@ def main(n: int = 10_000, reps: int = 7) -> None:
             ts.append(time.perf_counter() - t0)
         res[name] = statistics.median(ts)
     nodes = len(graph_data(raw, exe, with_meta=False)["nodes"])
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.runcall(graph_data, raw, exe, with_meta=False)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(8)
     print(f"graph of {nodes} nodes on {torch.cuda.get_device_name()}, median of {reps}:")
     base = res["bare GetNodes+GetEdges"]
     for name, t in res.items():

@@ -1,8 +1,8 @@
 """Replay timing. Run per workload in a child process (``python -m cgtool.capture.bench``), so a
 workload that fails to capture is reported and the others go on.
 
-GPU time: the replays are timed in blocks (default 20 blocks of N/20) with one CUDA event pair
-around each block, giving one per-replay sample per block; an event pair or a sync around every
+GPU time: the replays are timed in blocks (default 20 blocks of N/20) between CUDA events (each
+block's end event is the next block's start), giving one per-replay sample per block; an event pair or a sync around every
 replay inflates small graphs, so ``per_replay`` (one pair per replay) is opt-in and labelled.
 Host cost: ``replay()`` timed on the CPU, per call, in a separate loop. Eager: the same step run
 without the graph, timed the same way. ``cold_cache`` zeroes a buffer twice the L2 size before
@@ -48,14 +48,16 @@ def time_blocks(fn: Callable[[], Any], replays: int, blocks: int, *, per_replay:
         torch.cuda.synchronize()
         return [s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)]
     per = max(1, replays // blocks)
-    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(blocks)]
-    for s, e in evs:
-        s.record()
+    # Consecutive blocks share an event (the end of one is the start of the next): half the
+    # event records of a pair per block, so the timing adds less to what it times.
+    evs = [torch.cuda.Event(enable_timing=True) for _ in range(blocks + 1)]
+    evs[0].record()
+    for k in range(blocks):
         for _ in range(per):
             fn()
-        e.record()
+        evs[k + 1].record()
     torch.cuda.synchronize()
-    samples = [s.elapsed_time(e) * 1000.0 / per for s, e in evs]
+    samples = [a.elapsed_time(b) * 1000.0 / per for a, b in zip(evs, evs[1:])]
     return samples
 
 
