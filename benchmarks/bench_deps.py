@@ -60,19 +60,23 @@ CHILD = {
 }
 
 
-def measure(code: str, path: Path) -> tuple[float, float, str]:
-    """(seconds, peak RSS MiB, stdout) of a fresh interpreter running ``code``."""
+def measure(code: str, path: Path, workers: str = "") -> tuple[float, float, float, str]:
+    """(seconds, peak RSS MiB, the trace reader's worker's peak RSS MiB, stdout) of a fresh
+    interpreter running ``code``."""
     wrapper = (
         "import time, resource, sys\nt0 = time.perf_counter()\n" + code +
-        "\nprint('@@', time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "\nprint('@@', time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
+        " resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
     )
-    r = subprocess.run([sys.executable, "-c", wrapper, str(path)], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if workers:
+        env["CGTOOL_TRACE_WORKERS"] = workers
+    r = subprocess.run([sys.executable, "-c", wrapper, str(path)], capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise SystemExit(r.stderr)
     line = [x for x in r.stdout.splitlines() if x.startswith("@@")][-1].split()
     rest = "\n".join(x for x in r.stdout.splitlines() if not x.startswith("@@"))
-    return float(line[1]), int(line[2]) / 1024, rest
+    return float(line[1]), int(line[2]) / 1024, int(line[3]) / 1024, rest
 
 
 def main(n: int = 1_000_000) -> None:

@@ -202,3 +202,45 @@ def test_tolerance_changes_what_counts_as_after(data_dir):
     strict = analyze(t, g, tolerance_us=0.0)
     loose = analyze(t, g, tolerance_us=50.0)
     assert strict.n_true + strict.n_fake <= loose.n_true + loose.n_fake
+
+
+def test_two_process_decode_gives_the_same_columns(data_dir, monkeypatch):
+    """The forked second reader (used on big traces) must give exactly what one reader gives."""
+    import os
+
+    from cgtool.inspect import trace as T
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    path = data_dir / "train_step_trace" / "trace.json.gz"  # several graphs, memsets, eager kernels
+    monkeypatch.setattr(T, "_CHUNK", 16)
+    monkeypatch.setenv("CGTOOL_TRACE_WORKERS", "1")
+    one = T.load_trace(path)
+    monkeypatch.setattr(T, "PARALLEL_MIN_EVENTS", 10)
+    monkeypatch.setenv("CGTOOL_TRACE_WORKERS", "2")
+    two = T.load_trace(path)
+    for col in ("kind", "start", "end", "device", "stream", "correlation", "graph_id", "tools_id",
+                "channel", "channel_type", "seq"):
+        assert (getattr(one, col) == getattr(two, col)).all(), col
+    assert [one.names[i] for i in one.name] == [two.names[i] for i in two.name]
+    assert one.launches == two.launches
+    r1, r2 = analyze(one, graphs_from_trace(one)), analyze(two, graphs_from_trace(two))
+    assert r1.to_json()["serializations"] == r2.to_json()["serializations"]
+
+
+def test_two_process_decode_reports_bad_events_in_the_second_half(data_dir, tmp_path, monkeypatch):
+    import os
+
+    from cgtool.inspect import trace as T
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    doc = _load_gz(data_dir / "chain_trace" / "trace.json.gz")
+    gpu = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    del gpu[-1]["args"]["stream"]
+    p = _write(tmp_path, "bad.json", doc)
+    monkeypatch.setattr(T, "_CHUNK", 16)
+    monkeypatch.setattr(T, "PARALLEL_MIN_EVENTS", 10)
+    monkeypatch.setenv("CGTOOL_TRACE_WORKERS", "2")
+    with pytest.raises(InvalidInputError, match="lacks args.stream"):
+        T.load_trace(p)

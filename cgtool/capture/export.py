@@ -148,52 +148,53 @@ def graph_data(
     child_t = next((k for k, t in types.items() if t == "child_graph"), -2)
     ctype = ctypes.c_int()
     kp = _fastcuda.KernelParamsV2()
+    ctype_ref, kp_ref = ctypes.byref(ctype), ctypes.byref(kp)
+    get_type_fast = fast.get_type if fast is not None else None
+    kparams_fast = fast.kparams if fast is not None else None
     get_type = rt.cudaGraphNodeGetType
     CUgraphNode = drv.CUgraphNode
+    type_name = types.get
+    high = exec_id << 32
     for i, h in enumerate(handles):
         handle_to_idx[h] = i
-        if fast is not None:
-            fast.get_type(h, ctypes.byref(ctype))
+        if get_type_fast is not None:
+            get_type_fast(h, ctype_ref)
             ntype = ctype.value
         else:
             ntype = int(get_type(nodes[i])[1])
         if source == "driver":
             local = int(tools_id_of(nodes[i])[1]) & LOW32
         else:
-            local = int(cupti_node_id(h)) & LOW32  # type: ignore[misc]
+            local = cupti_node_id(h) & LOW32  # type: ignore[misc]
         kname = None
-        extra: dict[str, Any] = {}
         if ntype == kernel_t:
-            if fast is not None and fast.kparams(h, ctypes.byref(kp)) == 0:
+            if kparams_fast is not None and kparams_fast(h, kp_ref) == 0:
                 f = kp.func or 0
-                grid = [kp.gridDimX, kp.gridDimY, kp.gridDimZ]
-                block = [kp.blockDimX, kp.blockDimY, kp.blockDimZ]
-                smem = kp.sharedMemBytes
-                if f not in func_names:
-                    func_names[f] = fast.name(f)
+                kname = func_names.get(f, _MISSING)
+                if kname is _MISSING:
+                    kname = func_names[f] = fast.name(f)  # type: ignore[union-attr]
+                if with_meta:
+                    extras.append(_kernel_extra(kname, [kp.gridDimX, kp.gridDimY, kp.gridDimZ],
+                                                [kp.blockDimX, kp.blockDimY, kp.blockDimZ], kp.sharedMemBytes))
             else:
                 err, p = drv.cuGraphKernelNodeGetParams(CUgraphNode(init_value=h))
-                if int(err) != 0:
-                    p = None
+                p = p if int(err) == 0 else None
                 f = int(p.func) if p is not None else 0
-                grid = [p.gridDimX, p.gridDimY, p.gridDimZ] if p is not None else None
-                block = [p.blockDimX, p.blockDimY, p.blockDimZ] if p is not None else None
-                smem = p.sharedMemBytes if p is not None else None
                 if f not in func_names:
                     func_names[f] = _func_name(drv, f)
-            kname = func_names[f]
-            extra = {"grid": grid, "block": block, "shared_mem": smem}
-            if kname:
-                dm = demangle(kname)
-                if dm != kname:
-                    extra["demangled"] = dm
-        elif ntype == child_t:
-            extra = _child_summary(rt, rt.cudaGraphNode_t(init_value=h))
+                kname = func_names[f]
+                if with_meta:
+                    extras.append(_kernel_extra(
+                        kname, [p.gridDimX, p.gridDimY, p.gridDimZ] if p is not None else None,
+                        [p.blockDimX, p.blockDimY, p.blockDimZ] if p is not None else None,
+                        p.sharedMemBytes if p is not None else None))
+        elif with_meta:
+            extras.append(_child_summary(rt, rt.cudaGraphNode_t(init_value=h)) if ntype == child_t else {})
         infos.append(
             {
                 "index": i,
-                "node_type": types.get(ntype, f"unknown_{ntype}"),
-                "tools_id": (exec_id << 32) | local,
+                "node_type": type_name(ntype) or f"unknown_{ntype}",
+                "tools_id": high | local,
                 "graph_id": exec_id,
                 "node_id": local,
                 "kernel_name": kname,
@@ -201,7 +202,6 @@ def graph_data(
                 "dependents": [],
             }
         )
-        extras.append(extra)
 
     frm, to = _get_edges(rt, graph)
     for a, b in zip(frm, to):
@@ -222,6 +222,18 @@ def graph_data(
             "nodes": extras,
         }
     return out
+
+
+_MISSING: Any = object()
+
+
+def _kernel_extra(kname: str | None, grid: Any, block: Any, smem: Any) -> dict[str, Any]:
+    extra: dict[str, Any] = {"grid": grid, "block": block, "shared_mem": smem}
+    if kname:
+        dm = demangle(kname)
+        if dm != kname:
+            extra["demangled"] = dm
+    return extra
 
 
 def _func_name(drv: Any, f: int) -> str | None:

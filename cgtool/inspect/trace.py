@@ -16,6 +16,7 @@ file plus the columns plus one chunk. Every form PyTorch writes is accepted:
 from __future__ import annotations
 
 import gc
+import os
 from operator import attrgetter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,21 +252,28 @@ def _decode_chunk(blob: Any, lo: int, src: str) -> list[Any]:
     return out
 
 
-def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
-    raw = outer.traceEvents
-    base = _addr(buf) if len(buf) else 0
-    meta = None
-    if bytes(outer.cgtool) not in (b"null", b""):
-        meta = msgspec.json.decode(outer.cgtool)
-        if not isinstance(meta, dict):
-            raise _bad(src, "its 'cgtool' block should be an object.")
+@dataclass
+class _Part:
+    """GPU-event columns of a range of chunks, with the names they index."""
+
+    cols: dict[str, np.ndarray]
+    names: list[str]
+    launches: dict[int, float]
+    ct_names: list[str]
+
+
+_DTYPES = {"kind": np.int8, "name": np.int32, "start": np.float64, "dur": np.float64}
+
+
+def _scan(buf: Any, base: int, raw: list[msgspec.Raw], lo0: int, hi0: int, src: str) -> _Part:
+    """Decode chunks of ``raw[lo0:hi0]`` and keep their GPU events as numpy columns."""
     names: dict[str, int] = {}
     launches: dict[int, float] = {}
     parts: dict[str, list[np.ndarray]] = {k: [] for k in _COLS}
     ct_names: list[str] = []
     cats = GPU_CATS
-    for lo in range(0, len(raw), _CHUNK):
-        evs = _chunk_events(buf, base, raw[lo:lo + _CHUNK], lo, src)
+    for lo in range(lo0, hi0, _CHUNK):
+        evs = _chunk_events(buf, base, raw[lo:min(lo + _CHUNK, hi0)], lo, src)
         for k, c in enumerate(map(_CAT, evs)):
             if c in _RUNTIME_CATS:
                 e = evs[k]
@@ -301,12 +309,103 @@ def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
         except (TypeError, ValueError):  # channel types written as names
             parts["ctype"].append(np.fromiter((_ctype(a.channel_type, ct_names) for a in args), np.int64, n))
         del gpu, args
+    cols = {k: (np.concatenate(v) if v else np.zeros(0, _DTYPES.get(k, np.int64))) for k, v in parts.items()}
+    return _Part(cols, list(names), launches, ct_names)
+
+
+#: Traces with at least this many events are decoded by two processes (where fork exists).
+PARALLEL_MIN_EVENTS = 300_000
+
+
+def _workers() -> int:
+    env = os.environ.get("CGTOOL_TRACE_WORKERS")
+    if env is not None:
+        return max(1, int(env)) if env.isdigit() else 1
+    return 2 if (os.cpu_count() or 1) >= 2 and hasattr(os, "fork") else 1
+
+
+def _scan_all(buf: Any, base: int, raw: list[msgspec.Raw], src: str) -> _Part:
+    """All chunks; on big traces the second half in a forked process (the mapping is shared
+    copy-on-write), its columns sent back as raw bytes over a pipe (nothing is pickled)."""
+    n = len(raw)
+    if n < PARALLEL_MIN_EVENTS or _workers() < 2:
+        return _scan(buf, base, raw, 0, n, src)
+    split = (n // 2 // _CHUNK + 1) * _CHUNK
+    if split >= n:
+        return _scan(buf, base, raw, 0, n, src)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker: scan the second half, report, exit without cleanup
+        code = 0
+        try:
+            os.close(r)
+            try:
+                part = _scan(buf, base, raw, split, n, src)
+                head = {"names": part.names, "ct_names": part.ct_names, "launches": list(part.launches.items()),
+                        "cols": [(k, str(v.dtype), len(v)) for k, v in part.cols.items()]}
+                blobs = [v.tobytes() for v in part.cols.values()]
+            except InvalidInputError as e:
+                head, blobs = {"error": e.message}, []
+            except BaseException as e:  # reported by the parent as an internal error
+                head, blobs = {"error": f"internal error in the trace reader: {type(e).__name__}: {e}"}, []
+            hb = msgspec.json.encode(head)
+            with os.fdopen(w, "wb") as f:
+                f.write(len(hb).to_bytes(8, "little"))
+                f.write(hb)
+                for blob in blobs:
+                    f.write(blob)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    try:
+        mine = _scan(buf, base, raw, 0, split, src)
+        with os.fdopen(r, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            head = msgspec.json.decode(f.read(size)) if size else {"error": "the trace reader's worker died"}
+            if "error" in head:
+                raise InvalidInputError(head["error"]) if head["error"].startswith(src) else RuntimeError(head["error"])
+            theirs = {}
+            for k, dt, m in head["cols"]:
+                width = np.dtype(dt).itemsize
+                theirs[k] = np.frombuffer(f.read(m * width), dtype=dt).copy()
+    finally:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:  # pragma: no cover
+            pass
+    # Merge: the worker's name (and channel type name) indices are remapped to the parent's.
+    names = {x: i for i, x in enumerate(mine.names)}
+    remap = np.array([names.setdefault(x, len(names)) for x in head["names"]], dtype=np.int32)
+    if len(theirs["name"]):
+        theirs["name"] = remap[theirs["name"]]
+    cts = list(mine.ct_names)
+    if head["ct_names"]:
+        ct_map = {1000 + i: 1000 + (cts.index(x) if x in cts else cts.append(x) or len(cts) - 1)
+                  for i, x in enumerate(head["ct_names"])}
+        theirs["ctype"] = np.array([ct_map.get(int(v), int(v)) for v in theirs["ctype"]], dtype=np.int64)
+    cols = {k: np.concatenate([mine.cols[k], theirs[k].astype(mine.cols[k].dtype, copy=False)]) for k in mine.cols}
+    launches = dict(mine.launches)
+    launches.update((int(c), float(t)) for c, t in head["launches"])
+    return _Part(cols, list(names), launches, cts)
+
+
+def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
+    raw = outer.traceEvents
+    base = _addr(buf) if len(buf) else 0
+    meta = None
+    if bytes(outer.cgtool) not in (b"null", b""):
+        meta = msgspec.json.decode(outer.cgtool)
+        if not isinstance(meta, dict):
+            raise _bad(src, "its 'cgtool' block should be an object.")
+    part = _scan_all(buf, base, raw, src)
+    names, launches, ct_names = part.names, part.launches, part.ct_names
     n_raw = len(raw)
     del raw, outer  # the raw slices point into buf: release them before buf is closed
 
     def col(k: str, dtype: Any) -> np.ndarray:
-        arr = np.concatenate(parts.pop(k)) if parts[k] else np.zeros(0, dtype)
-        return arr.astype(dtype, copy=False)
+        return part.cols.pop(k).astype(dtype, copy=False)
 
     kind, name, seq = col("kind", np.int8), col("name", np.int32), col("seq", np.int64)
     start = col("start", np.float64)
@@ -337,7 +436,7 @@ def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
     tools = np.where(full, nid, np.where(low, (gid << 32) | np.maximum(nid, 0), 0))
     tools[gid == 0] = 0  # CUPTI writes graph id 0 for work outside graphs
     return Trace(
-        source=src, kind=kind, name=name, names=list(names), start=start, end=end, device=device,
+        source=src, kind=kind, name=name, names=names, start=start, end=end, device=device,
         stream=stream, correlation=corr, graph_id=gid, tools_id=tools, channel=chan,
         channel_type=ctype, seq=seq, launches=launches, cgtool=meta, n_events=n_raw,
         node_id_form=form, channel_types=ct_names,
