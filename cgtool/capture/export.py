@@ -15,6 +15,7 @@ Kernel names are looked up once per distinct function, not once per node.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import time
 from typing import Any
@@ -255,7 +256,14 @@ def _child_summary(rt: Any, node: Any) -> dict[str, Any]:
 
 
 def environment() -> dict[str, Any]:
-    """The environment fingerprint recorded in every artifact."""
+    """The environment fingerprint recorded in every artifact (a copy of the process's one)."""
+    return dict(_environment())
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> dict[str, Any]:
+    # Computed once per process: NVML initialisation alone costs tens of milliseconds, and
+    # nothing here (CUDA_DEVICE_MAX_CONNECTIONS included) can change once CUDA has started.
     import torch
 
     rt, _ = require_bindings("Graph export")
