@@ -84,6 +84,10 @@ def bench_workload(spec: str, args: list[str], *, replays: int = 1000, blocks: i
 
     torch = require_cuda("bench")
     cap = capture_workload(parse_target(spec), args, check=True)
+    if cap.check_ok is False:
+        from cgtool.capture.runner import mismatch_failure
+
+        raise mismatch_failure(cap)
     flush = None
     if cold_cache:
         l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
@@ -130,6 +134,8 @@ def main() -> None:
         res = bench_workload(spec.pop("target"), spec.pop("args"), **spec)
     except CgtoolError as e:
         res = {"error": e.message, "exit_code": int(e.exit_code)}
+        if getattr(e, "diagnosis", None) is not None:
+            res["diagnosis"] = e.diagnosis.to_json()  # type: ignore[attr-defined]
     except Exception as e:  # a workload's own failure: report it, the parent goes on
         res = {"error": f"{type(e).__name__}: {e}", "exit_code": 3}
     sys.stdout.write("\n@@CGTOOL@@" + json.dumps(res) + "\n")

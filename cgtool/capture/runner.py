@@ -7,10 +7,85 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import inspect
+import linecache
+import traceback
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
 from cgtool.capture._deps import require_cuda
 from cgtool.capture.entrypoint import Precaptured, Target, call_setup, resolve
 from cgtool.capture.graph import Graph, graph
 from cgtool.errors import CaptureError
+from cgtool.inspect.diagnosis import Diagnosis, FailureCode, classify, describe_cuda_error
+
+
+class CaptureFailed(CaptureError):
+    """A capture failure with its diagnosis (code, where, remedy)."""
+
+    def __init__(self, diagnosis: Diagnosis, target: str) -> None:
+        super().__init__(diagnosis.paragraph(target))
+        self.diagnosis = diagnosis
+
+
+_HERE = str(Path(__file__).resolve().parent.parent)
+
+
+def _is_user(filename: str) -> bool:
+    return not (filename.startswith(_HERE) or "site-packages" in filename or "dist-packages" in filename
+                or filename.startswith("<") or "/torch/" in filename or "/lib/python3" in filename)
+
+
+def _where(filename: str, lineno: int) -> tuple[str, str]:
+    line = linecache.getline(filename, lineno).strip()
+    return f"{filename}:{lineno}" + (f" ({line})" if line else ""), line
+
+
+def step_location(step: Callable[..., Any]) -> str:
+    """'file:line' where the step is defined (for failures that happen at capture end)."""
+    try:
+        fn = inspect.unwrap(step)
+        return f"{inspect.getsourcefile(fn)}:{fn.__code__.co_firstlineno} (def {fn.__name__})"  # type: ignore[attr-defined]
+    except (TypeError, AttributeError):
+        return ""
+
+
+def diagnose(e: BaseException, step: Callable[..., Any], sync_sites: list[str], *, during_capture: bool = True) -> Diagnosis:
+    """Classify an exception raised while capturing ``step``, pointing at the user's code."""
+    frames = traceback.extract_tb(e.__traceback__)
+    user = [f for f in frames if _is_user(f.filename)]
+    where, user_line = "", ""
+    if user:
+        where, user_line = _where(user[-1].filename, user[-1].lineno or 0)
+    text = str(e)
+    code = classify(text, exc_type=type(e).__name__, user_line=user_line, frames=[f.filename for f in frames],
+                    sync_sites=sync_sites, during_capture=during_capture)
+    if not where:
+        where = (sync_sites[0] if (code is FailureCode.HOST_SYNC and sync_sites) else step_location(step))
+    first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+    return Diagnosis(code, where, first[:300], describe_cuda_error(text), list(sync_sites),
+                     exc_type=type(e).__name__, error_full=text[:2000], user_line=user_line,
+                     frames=[Path(f.filename).name for f in frames])
+
+
+@contextmanager
+def watch_syncs(torch: Any, sites: list[str]) -> Iterator[None]:
+    """Record the user's lines that synchronize with the host (torch's sync debug mode)."""
+    prev = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            yield
+    finally:
+        torch.cuda.set_sync_debug_mode(prev)
+    for w in got:
+        if "synchroniz" in str(w.message).lower() and _is_user(w.filename):
+            site, _ = _where(w.filename, w.lineno)
+            if site not in sites:
+                sites.append(site)
 
 
 @dataclass
@@ -39,6 +114,22 @@ class Captured:
             }
             out.append((label, data))
         return out
+
+
+def _node_count(g: Graph) -> int:
+    from cgtool.capture._deps import check, require_bindings
+
+    rt, _ = require_bindings("Capture")
+    return int(check(rt.cudaGraphGetNodes(rt.cudaGraph_t(init_value=g.raw_cuda_graph()), numNodes=0),
+                     "cudaGraphGetNodes")[1])
+
+
+def mismatch_failure(cap: "Captured") -> CaptureFailed:
+    """The replay-vs-eager failure of a capture whose check did not pass."""
+    d = Diagnosis(FailureCode.REPLAY_MISMATCH, step_location(cap.eager) if cap.eager else "",
+                  detail=f"The largest difference is {cap.max_abs_diff:.6g}, in {cap.worst_output}. "
+                         "Pass --allow-mismatch (or --no-check) to write the bundle anyway.")
+    return CaptureFailed(d, cap.target.spec)
 
 
 def _flatten(out: Any, prefix: str = "output") -> list[tuple[str, Any]]:
@@ -115,21 +206,28 @@ def capture_workload(
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     t0 = time.perf_counter()
-    with torch.cuda.stream(side):
-        for _ in range(warmup):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    warm_s = time.perf_counter() - t0
-    eager = snapshot(step()) if check else []
-    torch.cuda.synchronize()
+    sync_sites: list[str] = []
+    try:
+        with watch_syncs(torch, sync_sites), torch.cuda.stream(side):
+            for _ in range(warmup):
+                step()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        warm_s = time.perf_counter() - t0
+        eager = snapshot(step()) if check else []
+        torch.cuda.synchronize()
+    except Exception as e:  # the step fails without a graph too
+        raise CaptureFailed(diagnose(e, step, sync_sites, during_capture=False), target.spec) from None
 
     g = Graph(keep_graph=True, capture_error_mode=capture_error_mode)
-    with graph(g, stream=side, capture_error_mode=capture_error_mode):
-        static_out = step()
-    g.instantiate()
-    if g.instantiations and g.raw_cuda_graph() == 0:  # pragma: no cover - defensive
-        raise CaptureError("Capture produced no graph.")
+    try:
+        with graph(g, stream=side, capture_error_mode=capture_error_mode):
+            static_out = step()
+        g.instantiate()
+    except Exception as e:
+        raise CaptureFailed(diagnose(e, step, sync_sites), target.spec) from None
+    if _node_count(g) == 0:
+        raise CaptureFailed(Diagnosis(FailureCode.EMPTY_GRAPH, step_location(step)), target.spec)
     cap = Captured(target, [("main", g)], g.replay, step)
     cap.timings = {"warmup_s": warm_s, "capture_s": g.capture_s or 0.0, "instantiate_s": g.instantiate_s or 0.0}
     g.replay()

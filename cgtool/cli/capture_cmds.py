@@ -23,13 +23,9 @@ Warmup = Annotated[int, typer.Option(help="Eager warm-up runs on a side stream b
 
 def _check_outcome(cap, allow_mismatch: bool) -> None:  # type: ignore[no-untyped-def]
     if cap.check_ok is False and not allow_mismatch:
-        raise CaptureError(
-            f"Replay does not match eager: the largest difference is {cap.max_abs_diff:.6g} in "
-            f"{cap.worst_output}. Typical causes: a Python scalar or CPU tensor read during capture "
-            "(its value is baked into the graph), inputs reallocated between capture and replay, or "
-            "a step that is not idempotent (it updates state it reads). Fix the step, or pass "
-            "--allow-mismatch (or --no-check) to write the bundle anyway."
-        )
+        from cgtool.capture.runner import mismatch_failure
+
+        raise mismatch_failure(cap)
 
 
 def capture(
