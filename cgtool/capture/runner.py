@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import inspect
 import linecache
+import threading
 import traceback
 import warnings
 from contextlib import contextmanager
@@ -60,13 +61,14 @@ def diagnose(e: BaseException, step: Callable[..., Any], sync_sites: list[str], 
     if user:
         where, user_line = _where(user[-1].filename, user[-1].lineno or 0)
     text = str(e)
+    others = sum(1 for t in threading.enumerate() if t is not threading.current_thread() and t.is_alive())
     code = classify(text, exc_type=type(e).__name__, user_line=user_line, frames=[f.filename for f in frames],
-                    sync_sites=sync_sites, during_capture=during_capture)
+                    sync_sites=sync_sites, during_capture=during_capture, other_threads=others)
     if not where:
         where = (sync_sites[0] if (code is FailureCode.HOST_SYNC and sync_sites) else step_location(step))
     first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
     return Diagnosis(code, where, first[:300], describe_cuda_error(text), list(sync_sites),
-                     exc_type=type(e).__name__, error_full=text[:2000], user_line=user_line,
+                     exc_type=type(e).__name__, other_threads=others, error_full=text[:2000], user_line=user_line,
                      frames=[Path(f.filename).name for f in frames])
 
 
@@ -74,13 +76,17 @@ def diagnose(e: BaseException, step: Callable[..., Any], sync_sites: list[str], 
 def watch_syncs(torch: Any, sites: list[str]) -> Iterator[None]:
     """Record the user's lines that synchronize with the host (torch's sync debug mode)."""
     prev = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("warn")
+    with warnings.catch_warnings():  # torch warns that the mode is a prototype, every time
+        warnings.simplefilter("ignore")
+        torch.cuda.set_sync_debug_mode("warn")
     try:
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always")
             yield
     finally:
-        torch.cuda.set_sync_debug_mode(prev)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.cuda.set_sync_debug_mode(prev)
     for w in got:
         if "synchroniz" in str(w.message).lower() and _is_user(w.filename):
             site, _ = _where(w.filename, w.lineno)
@@ -227,7 +233,12 @@ def capture_workload(
     except Exception as e:
         raise CaptureFailed(diagnose(e, step, sync_sites), target.spec) from None
     if _node_count(g) == 0:
-        raise CaptureFailed(Diagnosis(FailureCode.EMPTY_GRAPH, step_location(step)), target.spec)
+        # CUDA tensors out of a step that captured nothing: its work went to a stream outside the
+        # capture (the default stream, typically), ran eagerly, and escaped the graph.
+        escaped = any(t.is_cuda for _, t in _flatten(static_out))
+        d = Diagnosis(FailureCode.DEFAULT_STREAM if escaped else FailureCode.EMPTY_GRAPH, step_location(step),
+                      detail="The step returned CUDA tensors but the graph holds no work." if escaped else "")
+        raise CaptureFailed(d, target.spec)
     cap = Captured(target, [("main", g)], g.replay, step)
     cap.timings = {"warmup_s": warm_s, "capture_s": g.capture_s or 0.0, "instantiate_s": g.instantiate_s or 0.0}
     g.replay()

@@ -48,8 +48,9 @@ REMEDY: dict[FailureCode, str] = {
         "indexing) out of the step, or keep the values on the GPU (torch.where instead of an if on a tensor)."
     ),
     FailureCode.DEFAULT_STREAM: (
-        "Capture runs on a side stream; do not switch to torch.cuda.default_stream() (or the legacy stream) "
-        "inside the step. Use the current stream, or side streams forked with wait_stream and joined back."
+        "Capture runs on a side stream; work sent to torch.cuda.default_stream() (or any stream not forked "
+        "from the capture) is not captured: it runs once, eagerly, and the graph misses it. Use the current "
+        "stream, or side streams forked with wait_stream and joined back."
     ),
     FailureCode.UNJOINED_STREAM: (
         "Every side stream that waits on the capture stream must be joined back before capture ends: "
@@ -130,6 +131,7 @@ class Diagnosis:
     detail: str = ""  # extra words (e.g. the tensor that differs)
     # The evidence the code was decided on (kept so a diagnosis can be re-judged and tested).
     exc_type: str = ""
+    other_threads: int = 0
     error_full: str = ""
     user_line: str = ""
     frames: list[str] = field(default_factory=list)
@@ -176,11 +178,12 @@ def cuda_error_in(text: str) -> tuple[int, str] | None:
 
 
 def classify(error_text: str, *, exc_type: str = "", user_line: str = "", frames: Sequence[str] = (),
-             sync_sites: Sequence[str] = (), during_capture: bool = True) -> FailureCode:
+             sync_sites: Sequence[str] = (), during_capture: bool = True, other_threads: int = 0) -> FailureCode:
     """The failure code for an error raised while capturing.
 
     ``user_line``: the source line of the user's innermost frame; ``frames``: file names of the
-    traceback (to see threads); ``sync_sites``: user lines that synchronized during warm-up.
+    traceback (to see threads); ``sync_sites``: user lines that synchronized during warm-up;
+    ``other_threads``: Python threads alive besides the capturing one when it failed.
     """
     text = error_text
     low = text.lower()
@@ -194,7 +197,7 @@ def classify(error_text: str, *, exc_type: str = "", user_line: str = "", frames
         return FailureCode.RNG_UNREGISTERED
     err = cuda_error_in(text)
     num = err[0] if err else None
-    threaded = any("threading.py" in f for f in frames)
+    threaded = any("threading.py" in f for f in frames) or (other_threads > 0 and not _SYNC_WORDS.search(user_line))
     if num == 904:
         return FailureCode.UNJOINED_STREAM
     if num in (906,) and "default_stream" in user_line.replace(" ", "").lower():
