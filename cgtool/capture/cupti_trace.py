@@ -46,42 +46,15 @@ class CuptiCollector:
         for a in activities:
             kind = int(a.kind)
             if kind == K.CONCURRENT_KERNEL or kind == K.KERNEL:
-                self.records.append(
-                    {
-                        "kind": "kernel",
-                        "name": a.name,
-                        "start": a.start,
-                        "end": a.end,
-                        "device": a.device_id,
-                        "context": a.context_id,
-                        "stream": a.stream_id,
-                        "correlation": a.correlation_id,
-                        "graph_id": a.graph_id,
-                        "graph_node_id": a.graph_node_id,
-                        "channel": a.channel_id,
-                        "channel_type": int(a.channel_type),
-                        "grid": [a.grid_x, a.grid_y, a.grid_z],
-                        "block": [a.block_x, a.block_y, a.block_z],
-                    }
-                )
+                rec = _gpu_record(a, "kernel", a.name)
+                rec["grid"] = [a.grid_x, a.grid_y, a.grid_z]
+                rec["block"] = [a.block_x, a.block_y, a.block_z]
+                self.records.append(rec)
             elif kind == K.MEMCPY or kind == K.MEMSET:
-                self.records.append(
-                    {
-                        "kind": "memcpy" if kind == K.MEMCPY else "memset",
-                        "name": "Memcpy" if kind == K.MEMCPY else "Memset",
-                        "start": a.start,
-                        "end": a.end,
-                        "device": a.device_id,
-                        "context": a.context_id,
-                        "stream": a.stream_id,
-                        "correlation": a.correlation_id,
-                        "graph_id": a.graph_id,
-                        "graph_node_id": a.graph_node_id,
-                        "channel": a.channel_id,
-                        "channel_type": int(a.channel_type),
-                        "bytes": a.bytes,
-                    }
-                )
+                is_copy = kind == K.MEMCPY
+                rec = _gpu_record(a, "memcpy" if is_copy else "memset", "Memcpy" if is_copy else "Memset")
+                rec["bytes"] = a.bytes
+                self.records.append(rec)
             elif kind == K.RUNTIME and int(a.cbid) in self._launch_cbids:
                 self.records.append(
                     {
@@ -112,6 +85,24 @@ class CuptiCollector:
                 pass
         self.cupti.activity_flush_all(1)
         self.dropped = _dropped(self.cupti)
+
+
+def _gpu_record(a: Any, kind: str, name: str) -> dict[str, Any]:
+    """The fields every GPU activity record shares (kernel, memcpy, memset)."""
+    return {
+        "kind": kind,
+        "name": name,
+        "start": a.start,
+        "end": a.end,
+        "device": a.device_id,
+        "context": a.context_id,
+        "stream": a.stream_id,
+        "correlation": a.correlation_id,
+        "graph_id": a.graph_id,
+        "graph_node_id": a.graph_node_id,
+        "channel": a.channel_id,
+        "channel_type": int(a.channel_type),
+    }
 
 
 def _dropped(cupti: Any) -> int:

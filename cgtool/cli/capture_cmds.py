@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from cgtool.cli._common import err, out
-from cgtool.errors import CaptureError, OutputExistsError, UsageError
+from cgtool.errors import OutputExistsError, UsageError
 from cgtool.jsonio import write_json
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": False}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import re
 from functools import lru_cache
 
 _demangler: object = None  # the __cxa_demangle function, False when unavailable, None untried

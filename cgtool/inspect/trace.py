@@ -46,15 +46,6 @@ class _Args(msgspec.Struct, gc=False):
     channel_type: Union[int, str] = -1
 
 
-class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: str = ""
-    name: str = ""
-    ts: float = 0.0
-    dur: float = 0.0
-    args: msgspec.Raw = msgspec.Raw(b"{}")
-
-
 #: Categories PyTorch's profiler and cgtool write. Decoded as a Literal, a category costs no new
 #: string per event; a chunk with any other category is decoded with plain strings instead.
 _KnownCat = Literal[
@@ -74,6 +65,12 @@ class _EventT(msgspec.Struct, gc=False):
     ts: float = 0.0
     dur: float = 0.0
     args: Union[_Args, None] = None
+
+
+class _Event(_EventT, gc=False):
+    """The fallback: args kept raw, decoded only for the events that need them."""
+
+    args: msgspec.Raw = msgspec.Raw(b"{}")  # type: ignore[assignment]
 
 
 class _EventK(_EventT, gc=False):
