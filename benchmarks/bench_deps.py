@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
