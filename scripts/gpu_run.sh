@@ -35,8 +35,18 @@ step "gate demo: baseline, unchanged rerun, 7.5% more work"
 python3 -m cgtool bench sample_workloads/chain.py --save-baseline "$OUTDIR/base.json" --no-eager --force >/dev/null
 python3 -m cgtool bench sample_workloads/chain.py --baseline "$OUTDIR/base.json" --no-eager; echo "unchanged rerun: exit $?"
 python3 -m cgtool bench sample_workloads/chain.py --baseline "$OUTDIR/base.json" --no-eager --args "--kernels 430"; echo "7.5% slower: exit $?"
+step "dot --driver"
+python3 -m cgtool dot sample_workloads/transformer_block.py --driver -o "$OUTDIR/tb_driver.dot" --force && head -c 300 "$OUTDIR/tb_driver.dot"; echo
+python3 -m cgtool dot sample_workloads/transformer_block.py --driver --driver-flags kernel,handles -o "$OUTDIR/tb_k.dot" --force && wc -c "$OUTDIR/tb_driver.dot" "$OUTDIR/tb_k.dot"
+step "bench --cold-cache and --per-replay"
+python3 -m cgtool bench sample_workloads/transformer_block.py --cold-cache --runs 1 --replays 200
+python3 -m cgtool bench sample_workloads/chain.py --per-replay --runs 1 --replays 200 --no-eager
 step "demo (GPU path)"
 python3 -m cgtool demo 2>&1 | tail -15
 step "benchmarks"
 python3 benchmarks/bench_export.py
 python3 benchmarks/bench_harness_overhead.py
+python3 benchmarks/bench_capture_overhead.py
+python3 benchmarks/bench_trace_overhead.py
+step "trace every sample workload, validated"
+python3 scripts/validate_traces.py "$OUTDIR/traces"

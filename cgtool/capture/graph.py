@@ -313,6 +313,32 @@ class Graph:
                 self._stream_ctx.__exit__(exc_type, exc, tb)
 
 
+_DOT_FLAG_NAMES = {
+    "verbose": "cudaGraphDebugDotFlagsVerbose",
+    "kernel": "cudaGraphDebugDotFlagsKernelNodeParams",
+    "memcpy": "cudaGraphDebugDotFlagsMemcpyNodeParams",
+    "memset": "cudaGraphDebugDotFlagsMemsetNodeParams",
+    "host": "cudaGraphDebugDotFlagsHostNodeParams",
+    "event": "cudaGraphDebugDotFlagsEventNodeParams",
+    "attributes": "cudaGraphDebugDotFlagsKernelNodeAttributes",
+    "handles": "cudaGraphDebugDotFlagsHandles",
+    "conditional": "cudaGraphDebugDotFlagsConditionalNodeParams",
+}
+
+
+def driver_dot_flags(spec: str) -> int:
+    """cudaGraphDebugDotFlags from a comma list of short names (see ``cgtool dot --help``)."""
+    rt, _ = require_bindings("cgtool dot --driver")
+    F = rt.cudaGraphDebugDotFlags
+    out = 0
+    for name in (x.strip() for x in spec.split(",") if x.strip()):
+        attr = _DOT_FLAG_NAMES.get(name)
+        if attr is None or not hasattr(F, attr):
+            raise UsageError(f"Unknown --driver-flags name {name!r}; choose from {', '.join(_DOT_FLAG_NAMES)}.")
+        out |= int(getattr(F, attr))
+    return out
+
+
 _SIDE: dict[int, Any] = {}
 
 

@@ -120,12 +120,14 @@ def _lanes(g, trace: Path, max_bytes: int) -> dict[int, str]:  # type: ignore[no
 
 
 def dot(
-    graph: Annotated[Path, typer.Argument(help="Graph export (graph.json).")],
+    graph: Annotated[str, typer.Argument(help="Graph export (graph.json); with --driver, a TARGET to capture.")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output .dot (default: stdout).")] = None,
     render: Annotated[Optional[str], typer.Option(help="Also render with Graphviz: svg or png (next to the .dot).")] = None,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="Group nodes by the channel (or stream) they ran on in this trace.")] = None,
     collapse: Annotated[int, typer.Option(help="Fold linear chains of at least N nodes into one (0: expand all).")] = 4,
     expand: Annotated[bool, typer.Option("--expand", help="Same as --collapse 0.")] = False,
+    driver: Annotated[bool, typer.Option("--driver", help="Capture TARGET on the GPU and write the CUDA driver's own dump (cudaGraphDebugDotPrint).")] = False,
+    driver_flags: Annotated[str, typer.Option(help="With --driver: verbose (default), or a comma list of kernel,memcpy,memset,host,event,attributes,handles,conditional.")] = "verbose",
     force: Annotated[bool, typer.Option("--force")] = False,
     max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
 ) -> None:
@@ -138,10 +140,29 @@ def dot(
         raise UsageError(f"--render takes svg or png, not {render!r}.")
     if render and output is None:
         raise UsageError("--render needs -o FILE.dot (the image is written beside it).")
-    g = GraphData.load(graph, max_bytes=max_bytes)
+    if driver:
+        if output is None:
+            raise UsageError("--driver needs -o FILE.dot.")
+        if output.exists() and not force:
+            from cgtool.errors import OutputExistsError
+
+            raise OutputExistsError(output)
+        from cgtool.capture.entrypoint import parse_target
+        from cgtool.capture.graph import driver_dot_flags
+        from cgtool.capture.runner import capture_workload
+
+        flags = driver_dot_flags(driver_flags)
+        cap = capture_workload(parse_target(graph), [], check=False)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        for label, g_ in cap.graphs:
+            path = output if len(cap.graphs) == 1 else output.with_name(f"{output.stem}-{label}{output.suffix}")
+            g_.debug_dump(str(path), flags=flags)
+            err.print(f"wrote {path} (the driver's dump)", markup=False)
+        return
+    g = GraphData.load(Path(graph), max_bytes=max_bytes)
     buf = io.StringIO()
     lanes = _lanes(g, trace, max_bytes) if trace else None
-    render_dot(g, buf, topo=analyze(g), collapse=0 if expand else collapse, lanes=lanes, title=str(graph))
+    render_dot(g, buf, topo=analyze(g), collapse=0 if expand else collapse, lanes=lanes, title=graph)
     if output is None:
         out.file.write(buf.getvalue())
         return
