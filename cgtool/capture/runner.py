@@ -113,6 +113,11 @@ class Captured:
             data = g.get_graph_data(with_meta=True)
             data["cgtool"]["workload"] = self.target.spec
             data["cgtool"]["label"] = label
+            from cgtool.capture import dist
+
+            if dist.distributed():
+                data["cgtool"]["rank"] = dist.rank()
+                data["cgtool"]["world_size"] = dist.world_size()
             data["cgtool"]["check"] = {
                 "max_abs_diff": self.max_abs_diff,
                 "worst_output": self.worst_output,

@@ -45,6 +45,10 @@ def trace_captured(cap: Captured, *, replays: int = 5, warmup: int = 3) -> tuple
         "environment": exports[0][1]["cgtool"]["environment"] if exports else {},
         "unknown_graph_ids": sorted(seen - graph_ids),
     }
+    from cgtool.capture import dist
+
+    if dist.distributed():
+        meta["rank"], meta["world_size"] = dist.rank(), dist.world_size()
     graphs = [d for _, d in exports]
     return build_trace(recs, graphs=graphs, meta=meta), recs
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,8 +28,74 @@ def _graphs_for(trace_path: Path, graph: list[Path], max_bytes: int):  # type: i
     return t, gs
 
 
+_RANK = re.compile(r"rank[_-]?(\d+)")
+
+
+def rank_files(folder: Path, kind: str) -> dict[int, Path]:
+    """Per-rank files in ``folder`` (and its rank<k>/ subfolders), by the rank they record.
+
+    The rank comes from the file's own ``cgtool.rank`` when it has one, else from ``rank<k>`` in its
+    path; files of one rank twice, or of no tellable rank, are refused."""
+    from cgtool.jsonio import load_json
+
+    pattern = ("*.json", "*.json.gz")
+    found = sorted({p for pat in pattern for p in folder.rglob(pat)})
+    out: dict[int, Path] = {}
+    for p in found:
+        doc = load_json(p)
+        if not isinstance(doc, dict):
+            continue
+        is_trace = "traceEvents" in doc
+        if (kind == "trace") != is_trace or (kind == "graph" and "nodes" not in doc):
+            continue
+        meta = doc.get("cgtool") or {}
+        r = meta.get("rank") if isinstance(meta, dict) else None
+        if r is None:
+            m = _RANK.search(str(p.relative_to(folder)))
+            if m is None:
+                raise InvalidInputError(
+                    f"Cannot tell the rank of {p}: it records none and its path has no 'rank<k>'. "
+                    "Name per-rank files trace.rank<k>.json.gz (as `cgtool trace` does under torchrun).")
+            r = int(m.group(1))
+        if r in out:
+            raise InvalidInputError(f"Two {kind} files for rank {r} in {folder}: {out[r]} and {p}. Keep one per rank.")
+        out[int(r)] = p
+    if not out:
+        raise InvalidInputError(f"No {kind} files in {folder} (looked for *.json and *.json.gz, recursively).")
+    return out
+
+
+def _deps_ranks(folder: Path, tolerance_us: float, json_out: Optional[Path], force: bool, top: int,
+                max_bytes: int) -> int:
+    from rich.table import Table
+
+    from cgtool.inspect.deps import analyze, graphs_from_trace
+    from cgtool.inspect.trace import load_trace
+    from cgtool.report.tables import deps_report
+
+    results = {}
+    for r, p in sorted(rank_files(folder, "trace").items()):
+        t = load_trace(p, max_bytes=max_bytes)
+        res = analyze(t, graphs_from_trace(t), tolerance_us=tolerance_us)
+        out.rule(f"rank {r}: {p}")
+        deps_report(out, res, top=top)
+        results[r] = res
+    tab = Table(title=f"per rank ({len(results)} ranks)", title_justify="left")
+    for c in ("rank", "true", "fake", "fake cost µs", "replays", "mean span µs", "mean critical path µs"):
+        tab.add_column(c)
+    for r, res in results.items():
+        sm = res.to_json()["summary"]
+        tab.add_row(str(r), str(sm["true"]), str(sm["fake"]), f"{sm['fake_cost_us']:.1f}", str(sm["replays"]),
+                    str(sm["mean_span_us"]), str(sm["mean_critical_path_us"]))
+    out.print(tab)
+    if json_out is not None:
+        write_json(json_out, {"schema_version": 1, "ranks": {str(r): res.to_json() for r, res in results.items()}},
+                   force=force)
+    return sum(res.n_fake for res in results.values())
+
+
 def deps(
-    trace: Annotated[Path, typer.Argument(help="Chrome trace (.json or .json.gz): cgtool's, or torch.profiler's.")],
+    trace: Annotated[Path, typer.Argument(help="Chrome trace (.json or .json.gz): cgtool's, or torch.profiler's; or a folder of per-rank traces.")],
     graph: Annotated[Optional[list[Path]], typer.Option("--graph", "-g", help="Graph export(s) of the traced instantiation; optional for cgtool traces, which embed theirs.")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the result as JSON (schema: docs/deps.md).")] = None,
     tolerance_us: Annotated[float, typer.Option(help="B counts as after A when it starts no earlier than this before A's end.")] = 0.5,
@@ -49,6 +116,14 @@ def deps(
             raise OutputExistsError(p)
     if annotate is not None and annotate.resolve() == trace.resolve():
         raise UsageError("--annotate must name a new file; the original trace stays untouched.")
+    if trace.is_dir():
+        if graph or annotate:
+            raise UsageError("With a folder of per-rank traces, --graph and --annotate are not taken: "
+                             "each cgtool trace embeds its graph; annotate one rank's file at a time.")
+        n_fake = _deps_ranks(trace, tolerance_us, json_out, force, top, max_bytes)
+        if fail_on_fake is not None and n_fake > fail_on_fake:
+            raise CheckFailed(f"{n_fake} fake dependencies found over all ranks, more than --fail-on-fake {fail_on_fake}.")
+        return
     t, gs = _graphs_for(trace, graph or [], max_bytes)
     res = analyze(t, gs, tolerance_us=tolerance_us)
     deps_report(out, res, top=top)
@@ -67,7 +142,7 @@ def deps(
 
 
 def topo(
-    graph: Annotated[Path, typer.Argument(help="Graph export (graph.json).")],
+    graph: Annotated[Path, typer.Argument(help="Graph export (graph.json), or a folder of per-rank exports.")],
     trace: Annotated[Optional[Path], typer.Option("--trace", help="A trace of this instantiation: weights the critical path by measured durations.")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the topology as JSON.")] = None,
     force: Annotated[bool, typer.Option("--force")] = False,
@@ -78,6 +153,17 @@ def topo(
     from cgtool.inspect.topo import analyze
     from cgtool.report.tables import topo_table
 
+    if graph.is_dir():
+        res = {}
+        for r, p in sorted(rank_files(graph, "graph").items()):
+            g = GraphData.load(p, max_bytes=max_bytes)
+            t = analyze(g)
+            out.rule(f"rank {r}: {p}")
+            topo_table(out, g, t)
+            res[str(r)] = t.to_json()
+        if json_out is not None:
+            write_json(json_out, {"ranks": res}, force=force)
+        return
     g = GraphData.load(graph, max_bytes=max_bytes)
     durations = _durations(g, trace, max_bytes) if trace else None
     t = analyze(g, durations)

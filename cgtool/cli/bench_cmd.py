@@ -16,7 +16,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from cgtool.cli._common import err, out
-from cgtool.errors import CaptureError, CheckFailed, InvalidInputError, UsageError
+from cgtool.errors import CaptureError, CgtoolError, CheckFailed, InvalidInputError, UsageError
 from cgtool.inspect.benchstats import (BENCH_SCHEMA_VERSION, Judgement, Stats, Verdict, compare_results,
                                        env_mismatch, parse_percent, validate_results)
 from cgtool.jsonio import load_json, write_json
@@ -44,6 +44,15 @@ def _run_child(target: str, args: list[str], opts: dict[str, Any]) -> dict[str, 
             return json.loads(line[len("@@CGTOOL@@"):])
     tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
     return {"error": f"the workload's process died (exit {r.returncode}): {tail[:200]}", "exit_code": 3}
+
+
+def _bench_all(doc: dict[str, Any], tlist: list[str], args: list[str], opts: dict[str, Any], runs: int) -> None:
+    with Progress(console=err, transient=True) as prog:
+        task = prog.add_task("benchmarking", total=len(tlist))
+        for t in tlist:
+            prog.update(task, description=f"bench {t}")
+            doc["workloads"][t] = _pooled(t, args, opts, runs)
+            prog.advance(task)
 
 
 def _pooled(target: str, args: list[str], opts: dict[str, Any], runs: int) -> dict[str, Any]:
@@ -146,6 +155,7 @@ def bench(
     max_regression: Annotated[str, typer.Option(help="Median slowdown tolerated before the significance test may fail the gate.")] = "2%",
     allow_env_mismatch: Annotated[bool, typer.Option(help="Compare across GPU, driver or torch versions anyway.")] = False,
     force: Annotated[bool, typer.Option("--force")] = False,
+    nproc_per_node: Annotated[Optional[int], typer.Option("--nproc-per-node", help="Start N processes (one per GPU) under torchrun; each rank benches its own graph, rank 0 reports all.")] = None,
 ) -> None:
     """Replay and time workloads (GPU µs per replay, host launch cost, eager speedup); gate on a baseline."""
     if compare is not None:
@@ -162,16 +172,34 @@ def bench(
         raise UsageError("--runs must be at least 1.")
     if replays < blocks:
         raise UsageError(f"--replays ({replays}) must be at least --blocks ({blocks}).")
+    from cgtool.capture import dist
+    from cgtool.cli.capture_cmds import _maybe_torchrun
+
+    _maybe_torchrun(nproc_per_node)
     tlist = list(targets or []) or _targets_from_config()
     opts = {"replays": replays, "blocks": blocks, "warmup": warmup, "per_replay": per_replay,
             "cold_cache": cold_cache, "eager": not no_eager}
     doc: dict[str, Any] = {"kind": "bench", "schema_version": BENCH_SCHEMA_VERSION, "workloads": {}}
-    with Progress(console=err, transient=True) as prog:
-        task = prog.add_task("benchmarking", total=len(tlist))
+    if dist.distributed():
+        # One process per GPU already: measure in this process (a child would need its own
+        # process group); rank 0 gathers every rank's results.
+        from cgtool.capture.bench import bench_workload
+
+        mine = {}
         for t in tlist:
-            prog.update(task, description=f"bench {t}")
-            doc["workloads"][t] = _pooled(t, shlex.split(workload_args), opts, runs)
-            prog.advance(task)
+            try:
+                mine[t] = bench_workload(t, shlex.split(workload_args), **opts)  # type: ignore[arg-type]
+            except CgtoolError as e:
+                mine[t] = {"error": e.message, "exit_code": int(e.exit_code)}
+        every = dist.gather(mine)
+        if every is None:
+            return
+        for r, res in enumerate(every):
+            for t, w in res.items():
+                doc["workloads"][f"{t} [rank {r}]"] = w
+        tlist = list(doc["workloads"])
+    else:
+        _bench_all(doc, tlist, shlex.split(workload_args), opts, runs)
     ok = [w for w in doc["workloads"].values() if not w.get("error")]
     doc["environment"] = ok[0]["environment"] if ok else {}
     for p in (json_out, save_baseline):

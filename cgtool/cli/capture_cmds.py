@@ -19,6 +19,29 @@ from cgtool.jsonio import write_json
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": False}
 Target = Annotated[str, typer.Argument(help="`script.py`, `script.py:fn` or `package.module:fn` (fn defaults to setup; it returns the step to capture). Script arguments go after `--`.")]
 Warmup = Annotated[int, typer.Option(help="Eager warm-up runs on a side stream before capture.")]
+Nproc = Annotated[Optional[int], typer.Option("--nproc-per-node", help="Start N processes (one per GPU) under torchrun; each rank captures its own graph, rank 0 reports all.")]
+
+
+def _maybe_torchrun(nproc: Optional[int]) -> None:
+    from cgtool.capture import dist
+
+    if nproc is None or dist.distributed():
+        return
+    if nproc < 1:
+        raise UsageError("--nproc-per-node must be at least 1.")
+    raise typer.Exit(dist.relaunch_with_torchrun(nproc, dist.strip_option(sys.argv[1:], "--nproc-per-node")))
+
+
+def _rank_table(title: str, rows: list[dict]) -> None:  # type: ignore[type-arg]
+    from rich.table import Table
+
+    tab = Table(title=title, title_justify="left")
+    keys = list(rows[0])
+    for k in keys:
+        tab.add_column(k)
+    for r in rows:
+        tab.add_row(*(str(r[k]) for k in keys))
+    out.print(tab)
 
 
 def _check_outcome(cap, allow_mismatch: bool) -> None:  # type: ignore[no-untyped-def]
@@ -38,6 +61,7 @@ def capture(
     rtol: Annotated[float, typer.Option(help="Relative tolerance of the replay check.")] = 1e-4,
     atol: Annotated[float, typer.Option(help="Absolute tolerance of the replay check.")] = 1e-5,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing bundle.")] = False,
+    nproc_per_node: Nproc = None,
 ) -> None:
     """Capture a workload into a CUDA graph, check replay against eager, write a bundle.
 
@@ -50,27 +74,44 @@ def capture(
     from cgtool.inspect.topo import analyze
     from cgtool.report.tables import graph_summary
 
+    from cgtool.capture import dist
+
+    _maybe_torchrun(nproc_per_node)
     tgt = parse_target(target)
     dest = out_dir or Path("cgtool-out") / tgt.name
+    if dist.distributed():
+        dest = dest / f"rank{dist.rank()}"
     if dest.exists() and not force:
         raise OutputExistsError(dest)
     cap = capture_workload(tgt, list(ctx.args), warmup=warmup, check=check, rtol=rtol, atol=atol)
     _check_outcome(cap, allow_mismatch)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    rows: list[dict] = []  # type: ignore[type-arg]
     try:
         for label, data in cap.exports():
             stem = "graph" if label == "main" or len(cap.graphs) == 1 else f"graph-{label}"
             write_json(tmp / f"{stem}.json", data)
             dict(cap.graphs)[label].debug_dump(str(tmp / f"{stem}.dot"))
             g = GraphData.from_json(data, source=str(dest / f"{stem}.json"))
-            graph_summary(out, g, analyze(g), title=f"{tgt.name} [{label}]: {dest / (stem + '.json')}")
+            t = analyze(g)
+            if not dist.distributed():
+                graph_summary(out, g, t, title=f"{tgt.name} [{label}]: {dest / (stem + '.json')}")
+            rows.append({"rank": dist.rank(), "graph": label, "nodes": t.nodes, "edges": t.edges,
+                         "kernels": t.nodes_by_type.get("kernel", 0), "depth": t.depth,
+                         "exec graph id": g.exec_graph_id, "replay vs eager": "match" if cap.check_ok else
+                         ("not checked" if cap.check_ok is None else "MISMATCH"), "bundle": str(dest)})
         if dest.exists():
             shutil.rmtree(dest)
         os.replace(tmp, dest)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+    if dist.distributed():
+        every = dist.gather(rows)
+        if every is not None:
+            _rank_table(f"{tgt.name}: {dist.world_size()} ranks", [r for rank_rows in every for r in rank_rows])
+        return
     err.print(f"wrote bundle {dest}/", markup=False)
 
 
@@ -106,8 +147,15 @@ def trace(
     max_connections: Annotated[Optional[int], typer.Option(help="Run with CUDA_DEVICE_MAX_CONNECTIONS=N (in a child process, set before CUDA starts).")] = None,
     profiler: Annotated[str, typer.Option(help="cupti (cupti-python: node ids and channels) or torch (torch.profiler: no channels).")] = "cupti",
     force: Annotated[bool, typer.Option("--force")] = False,
+    nproc_per_node: Nproc = None,
 ) -> None:
-    """Replay a captured workload under CUPTI and write a chrome trace with graph node ids and channels."""
+    """Replay a captured workload under CUPTI and write a chrome trace with graph node ids and channels.
+
+    Under torchrun each rank writes its own file (trace.rank<k>.json.gz); `cgtool deps DIR` reads them all."""
+    from cgtool.capture import dist
+
+    _maybe_torchrun(nproc_per_node)
+    output = dist.rank_path(output)
     if output.exists() and not force:
         raise OutputExistsError(output)
     if replays < 1:
@@ -154,6 +202,14 @@ def trace(
     meta = doc["cgtool"]
     gpu = [r for r in recs if r["kind"] != "launch"]
     chans = sorted({r["channel"] for r in gpu})
+    if dist.distributed():
+        every = dist.gather({"rank": dist.rank(), "GPU events": len(gpu), "graphs": len(meta["graphs"]),
+                             "exec graph ids": ",".join(str(g["exec_graph_id"]) for g in meta["graphs"]),
+                             "channels": ",".join(map(str, chans)), "dropped": meta["dropped_records"],
+                             "file": str(output)})
+        if every is not None:
+            _rank_table(f"traces of {replays} replays on {dist.world_size()} ranks", every)
+        return
     out.print(f"{len(gpu)} GPU events over {replays} replays, {len(meta['graphs'])} graph(s), "
               f"channels {chans}, dropped records {meta['dropped_records']}", highlight=False)
     err.print(f"wrote {output} (open it in https://ui.perfetto.dev, or run `cgtool deps {output}`)", markup=False)
