@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from cgtool.cli._common import err, out
-from cgtool.errors import CheckFailed, UsageError
+from cgtool.errors import CheckFailed, InvalidInputError, UsageError
 from cgtool.jsonio import DEFAULT_MAX_BYTES, atomic_write_bytes, write_json
 
 MaxBytes = Annotated[int, typer.Option("--max-bytes", help="Refuse inputs that are (or decompress to) more bytes than this.")]

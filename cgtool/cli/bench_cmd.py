@@ -86,7 +86,9 @@ def _table(doc: dict[str, Any], judgements: list[Judgement] | None) -> Table:
     if judgements:
         tab.add_column("vs baseline")
     for name, w in doc["workloads"].items():
-        label = Path(name).name if name.endswith(".py") or ".py:" in name else name
+        spec, _, rank = name.partition(" [rank ")
+        label = Path(spec).name if spec.endswith(".py") or ".py:" in spec else spec
+        label += f" [rank {rank}" if rank else ""
         if w.get("error"):
             row = [label] + ["-"] * 8 + ["FAILED (below)"]
         else:
