@@ -56,7 +56,7 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYT
                 )
             return data
         out = _gunzip_capped(f, p, max_bytes)
-        return out if mutable else bytes(out)  # type: ignore[return-value]
+        return out if mutable else bytes(out)
 
 
 def _gunzip_capped(f: io.BufferedReader, p: Path, max_bytes: int) -> bytes:

@@ -428,16 +428,16 @@ def make_graphed_callables(
         return g
 
     # torch.cuda.graphs refers to CUDAGraph both as a module global and as torch.cuda.CUDAGraph.
-    tg.CUDAGraph = _KeepGraph
-    torch.cuda.CUDAGraph = _KeepGraph
+    setattr(tg, "CUDAGraph", _KeepGraph)
+    setattr(torch.cuda, "CUDAGraph", _KeepGraph)
     try:
         kwargs: dict[str, Any] = {"num_warmup_iters": num_warmup_iters, "allow_unused_input": allow_unused_input}
         if pool is not None:
             kwargs["pool"] = pool
         result = torch.cuda.make_graphed_callables(callables, sample_args, **kwargs)
     finally:
-        tg.CUDAGraph = Orig
-        torch.cuda.CUDAGraph = Orig
+        setattr(tg, "CUDAGraph", Orig)
+        setattr(torch.cuda, "CUDAGraph", Orig)
     if graphs_out is not None:
         # torch makes all forward graphs first, then all backward graphs.
         half = len(made) // 2

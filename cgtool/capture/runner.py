@@ -48,7 +48,7 @@ def step_location(step: Callable[..., Any]) -> str:
     """'file:line' where the step is defined (for failures that happen at capture end)."""
     try:
         fn = inspect.unwrap(step)
-        return f"{inspect.getsourcefile(fn)}:{fn.__code__.co_firstlineno} (def {fn.__name__})"  # type: ignore[attr-defined]
+        return f"{inspect.getsourcefile(fn)}:{fn.__code__.co_firstlineno} (def {fn.__name__})"
     except (TypeError, AttributeError):
         return ""
 

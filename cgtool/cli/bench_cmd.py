@@ -41,7 +41,8 @@ def _run_child(target: str, args: list[str], opts: dict[str, Any]) -> dict[str, 
     r = subprocess.run([sys.executable, "-m", "cgtool.capture.bench", spec], capture_output=True, text=True)
     for line in r.stdout.splitlines()[::-1]:
         if line.startswith("@@CGTOOL@@"):
-            return json.loads(line[len("@@CGTOOL@@"):])
+            res: dict[str, Any] = json.loads(line[len("@@CGTOOL@@"):])
+            return res
     tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
     return {"error": f"the workload's process died (exit {r.returncode}): {tail[:200]}", "exit_code": 3}
 
@@ -208,10 +209,10 @@ def bench(
         if p is not None:
             write_json(p, doc, force=force)
             err.print(f"wrote {p}", markup=False)
-    js = _judge(baseline, doc, max_regression, allow_env_mismatch) if baseline else None
-    _finish(doc, js)
+    judged = _judge(baseline, doc, max_regression, allow_env_mismatch) if baseline else None
+    _finish(doc, judged)
     failed = [n for n, w in doc["workloads"].items() if w.get("error")]
-    if failed and not js:
+    if failed and not judged:
         raise CaptureError(f"{len(failed)} of {len(tlist)} workload(s) failed to capture or run: "
                            f"{', '.join(failed)} (reasons above); the others were timed.")
 

@@ -96,7 +96,8 @@ class GraphData:
         """cgtool's per-node extras (grid, block, demangled name, ...) or an empty mapping."""
         extras = self.meta.get("nodes")
         if isinstance(extras, list) and 0 <= index < len(extras) and isinstance(extras[index], dict):
-            return extras[index]
+            extra: Mapping[str, Any] = extras[index]
+            return extra
         return {}
 
     def display_name(self, index: int) -> str:

@@ -76,7 +76,9 @@ def _split_top(s: str) -> tuple[str, list[str]]:
     i = s.find("<")
     if i < 0 or not s.endswith(">"):
         return s, []
-    args, depth, cur = [], 0, []
+    args: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in s[i + 1 : -1]:
         if ch in "<({":
             depth += 1

@@ -76,7 +76,7 @@ class _Event(_EventT, gc=False):
 class _EventK(_EventT, gc=False):
     """The fastest path: a known category (see _KnownCat)."""
 
-    cat: _KnownCat = ""  # type: ignore[assignment]
+    cat: _KnownCat = ""
 
 
 class _Outer(msgspec.Struct, gc=False):
@@ -237,15 +237,15 @@ def _decode_chunk(blob: Any, lo: int, src: str) -> list[Any]:
         where = str(e).replace("$[", f"$.traceEvents[{lo}+", 1)
         raise _bad(src, f"has an event of the wrong shape ({where}). Record the trace again.") from None
     out = []
-    for k, e in enumerate(evs):
+    for k, ev in enumerate(evs):
         args = None
-        if GPU_CATS.get(e.cat) is not None or (e.cat in _RUNTIME_CATS and e.name.startswith("cudaGraphLaunch")):
+        if GPU_CATS.get(ev.cat) is not None or (ev.cat in _RUNTIME_CATS and ev.name.startswith("cudaGraphLaunch")):
             try:
-                args = _args.decode(e.args)
+                args = _args.decode(ev.args)
             except msgspec.MsgspecError as err:
-                raise _bad(src, f"traceEvents[{lo + k}] ({e.cat} {e.name[:40]!r}) has bad args: {err}. "
+                raise _bad(src, f"traceEvents[{lo + k}] ({ev.cat} {ev.name[:40]!r}) has bad args: {err}. "
                            "Record the trace again.") from None
-        out.append(_EventT(e.ph, e.cat, e.name, e.ts, e.dur, args))
+        out.append(_EventT(ev.ph, ev.cat, ev.name, ev.ts, ev.dur, args))
     return out
 
 
@@ -336,16 +336,18 @@ def _scan_all(buf: Any, base: int, raw: list[msgspec.Raw], src: str) -> _Part:
         code = 0
         try:
             os.close(r)
+            report: dict[str, Any]
+            blobs: list[bytes]
             try:
                 part = _scan(buf, base, raw, split, n, src)
-                head = {"names": part.names, "ct_names": part.ct_names, "launches": list(part.launches.items()),
+                report = {"names": part.names, "ct_names": part.ct_names, "launches": list(part.launches.items()),
                         "cols": [(k, str(v.dtype), len(v)) for k, v in part.cols.items()]}
                 blobs = [v.tobytes() for v in part.cols.values()]
             except InvalidInputError as e:
-                head, blobs = {"error": e.message}, []
+                report, blobs = {"error": e.message}, []
             except BaseException as e:  # reported by the parent as an internal error
-                head, blobs = {"error": f"internal error in the trace reader: {type(e).__name__}: {e}"}, []
-            hb = msgspec.json.encode(head)
+                report, blobs = {"error": f"internal error in the trace reader: {type(e).__name__}: {e}"}, []
+            hb = msgspec.json.encode(report)
             with os.fdopen(w, "wb") as f:
                 f.write(len(hb).to_bytes(8, "little"))
                 f.write(hb)
@@ -360,9 +362,13 @@ def _scan_all(buf: Any, base: int, raw: list[msgspec.Raw], src: str) -> _Part:
         mine = _scan(buf, base, raw, 0, split, src)
         with os.fdopen(r, "rb") as f:
             size = int.from_bytes(f.read(8), "little")
-            head = msgspec.json.decode(f.read(size)) if size else {"error": "the trace reader's worker died"}
+            head: dict[str, Any] = (msgspec.json.decode(f.read(size)) if size
+                                    else {"error": "the trace reader's worker died"})
             if "error" in head:
-                raise InvalidInputError(head["error"]) if head["error"].startswith(src) else RuntimeError(head["error"])
+                message = str(head["error"])
+                if message.startswith(src):
+                    raise InvalidInputError(message)
+                raise RuntimeError(message)
             theirs = {}
             for k, dt, m in head["cols"]:
                 width = np.dtype(dt).itemsize
@@ -379,8 +385,11 @@ def _scan_all(buf: Any, base: int, raw: list[msgspec.Raw], src: str) -> _Part:
         theirs["name"] = remap[theirs["name"]]
     cts = list(mine.ct_names)
     if head["ct_names"]:
-        ct_map = {1000 + i: 1000 + (cts.index(x) if x in cts else cts.append(x) or len(cts) - 1)
-                  for i, x in enumerate(head["ct_names"])}
+        ct_map = {}
+        for i, x in enumerate(head["ct_names"]):
+            if x not in cts:
+                cts.append(x)
+            ct_map[1000 + i] = 1000 + cts.index(x)
         theirs["ctype"] = np.array([ct_map.get(int(v), int(v)) for v in theirs["ctype"]], dtype=np.int64)
     cols = {k: np.concatenate([mine.cols[k], theirs[k].astype(mine.cols[k].dtype, copy=False)]) for k in mine.cols}
     launches = dict(mine.launches)
