@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from cgtool.capture import dist
-from cgtool.cli.analysis import rank_files
+from cgtool.inspect.ranks import rank_files
 from cgtool.errors import InvalidInputError
 from cgtool.inspect.benchstats import validate_results
 from cgtool.inspect.deps import analyze, graphs_from_trace

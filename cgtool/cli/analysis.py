@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from cgtool.cli._common import err, out
-from cgtool.errors import CheckFailed, InvalidInputError, UsageError
+from cgtool.errors import CheckFailed, UsageError
 from cgtool.jsonio import DEFAULT_MAX_BYTES, atomic_write_bytes, write_json
 
 MaxBytes = Annotated[int, typer.Option("--max-bytes", help="Refuse inputs that are (or decompress to) more bytes than this.")]
@@ -28,48 +27,12 @@ def _graphs_for(trace_path: Path, graph: list[Path], max_bytes: int):  # type: i
     return t, gs
 
 
-_RANK = re.compile(r"rank[_-]?(\d+)")
-
-
-def rank_files(folder: Path, kind: str) -> dict[int, Path]:
-    """Per-rank files in ``folder`` (and its rank<k>/ subfolders), by the rank they record.
-
-    The rank comes from the file's own ``cgtool.rank`` when it has one, else from ``rank<k>`` in its
-    path; files of one rank twice, or of no tellable rank, are refused."""
-    from cgtool.jsonio import load_json
-
-    pattern = ("*.json", "*.json.gz")
-    found = sorted({p for pat in pattern for p in folder.rglob(pat)})
-    out: dict[int, Path] = {}
-    for p in found:
-        doc = load_json(p)
-        if not isinstance(doc, dict):
-            continue
-        is_trace = "traceEvents" in doc
-        if (kind == "trace") != is_trace or (kind == "graph" and "nodes" not in doc):
-            continue
-        meta = doc.get("cgtool") or {}
-        r = meta.get("rank") if isinstance(meta, dict) else None
-        if r is None:
-            m = _RANK.search(str(p.relative_to(folder)))
-            if m is None:
-                raise InvalidInputError(
-                    f"Cannot tell the rank of {p}: it records none and its path has no 'rank<k>'. "
-                    "Name per-rank files trace.rank<k>.json.gz (as `cgtool trace` does under torchrun).")
-            r = int(m.group(1))
-        if r in out:
-            raise InvalidInputError(f"Two {kind} files for rank {r} in {folder}: {out[r]} and {p}. Keep one per rank.")
-        out[int(r)] = p
-    if not out:
-        raise InvalidInputError(f"No {kind} files in {folder} (looked for *.json and *.json.gz, recursively).")
-    return out
-
-
 def _deps_ranks(folder: Path, tolerance_us: float, json_out: Optional[Path], force: bool, top: int,
                 max_bytes: int) -> int:
     from rich.table import Table
 
     from cgtool.inspect.deps import analyze, graphs_from_trace
+    from cgtool.inspect.ranks import rank_files
     from cgtool.inspect.trace import load_trace
     from cgtool.report.tables import deps_report
 
@@ -154,6 +117,8 @@ def topo(
     from cgtool.report.tables import topo_table
 
     if graph.is_dir():
+        from cgtool.inspect.ranks import rank_files
+
         res = {}
         for r, p in sorted(rank_files(graph, "graph").items()):
             g = GraphData.load(p, max_bytes=max_bytes)

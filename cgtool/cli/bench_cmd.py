@@ -13,13 +13,13 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.progress import Progress
-from rich.table import Table
 
 from cgtool.cli._common import err, out
 from cgtool.errors import CaptureError, CgtoolError, CheckFailed, InvalidInputError, UsageError
 from cgtool.inspect.benchstats import (BENCH_SCHEMA_VERSION, Judgement, Stats, Verdict, compare_results,
                                        env_mismatch, parse_percent, validate_results)
 from cgtool.jsonio import load_json, write_json
+from cgtool.report.tables import bench_table
 
 
 def _targets_from_config() -> list[str]:
@@ -77,44 +77,6 @@ def _pooled(target: str, args: list[str], opts: dict[str, Any], runs: int) -> di
     res["runs"] = runs
     res["run_medians_us"] = medians
     return res
-
-
-def _table(doc: dict[str, Any], judgements: list[Judgement] | None) -> Table:
-    jd = {j.name: j for j in judgements or []}
-    tab = Table(title="cgtool bench (GPU µs per replay)", title_justify="left")
-    for c in ("workload", "median", "IQR", "min", "p90", "p99", "host µs", "eager µs", "speedup", "note"):
-        tab.add_column(c, justify="left" if c in ("workload", "note") else "right")
-    if judgements:
-        tab.add_column("vs baseline")
-    for name, w in doc["workloads"].items():
-        spec, _, rank = name.partition(" [rank ")
-        label = Path(spec).name if spec.endswith(".py") or ".py:" in spec else spec
-        label += f" [rank {rank}" if rank else ""
-        if w.get("error"):
-            row = [label] + ["-"] * 8 + ["FAILED (below)"]
-        else:
-            s = Stats.of(w["gpu_us"])
-            h = Stats.of(w["host_us"]).median if w.get("host_us") else None
-            e = Stats.of(w["eager_us"]).median if w.get("eager_us") else None
-            notes = []
-            if s.noisy:
-                notes.append(f"noisy (IQR {100 * s.iqr / s.median:.0f}%)")
-            clk = [c for c in (w.get("clock_mhz") or []) if c]
-            if clk and (max(clk) - min(clk)) / min(clk) > 0.05:
-                notes.append(f"clock moved {min(clk)}–{max(clk)} MHz")
-            rm = w.get("run_medians_us") or []
-            if len(rm) > 1 and (max(rm) - min(rm)) / min(rm) > 0.01:
-                notes.append(f"runs differ by {100 * (max(rm) - min(rm)) / min(rm):.1f}%")
-            if w.get("sampling") == "per-replay":
-                notes.append("per-replay events")
-            row = [label, f"{s.median:.2f}", f"{s.iqr:.2f}", f"{s.min:.2f}", f"{s.p90:.2f}", f"{s.p99:.2f}",
-                   f"{h:.2f}" if h is not None else "-", f"{e:.2f}" if e is not None else "-",
-                   f"{e / s.median:.2f}x" if e and s.median else "-", ", ".join(notes)]
-        if judgements:
-            j = jd.get(name)
-            row.append(f"{j.verdict.value}: {j.reason}" if j else "-")
-        tab.add_row(*row)
-    return tab
 
 
 def _summary_md(doc: dict[str, Any], judgements: list[Judgement] | None) -> str:
@@ -218,7 +180,7 @@ def bench(
 
 
 def _finish(doc: dict[str, Any], js: list[Judgement] | None) -> None:
-    out.print(_table(doc, js))
+    out.print(bench_table(doc, js))
     for name, w in doc["workloads"].items():
         if w.get("error"):
             err.print(f"{name} failed: {w['error']}", markup=False, highlight=False)

@@ -15,6 +15,7 @@ import typer
 from cgtool.cli._common import err, out
 from cgtool.errors import OutputExistsError, UsageError
 from cgtool.jsonio import write_json
+from cgtool.report.tables import rank_table
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": False}
 Target = Annotated[str, typer.Argument(help="`script.py`, `script.py:fn` or `package.module:fn` (fn defaults to setup; it returns the step to capture). Script arguments go after `--`.")]
@@ -30,18 +31,6 @@ def _maybe_torchrun(nproc: Optional[int]) -> None:
     if nproc < 1:
         raise UsageError("--nproc-per-node must be at least 1.")
     raise typer.Exit(dist.relaunch_with_torchrun(nproc, dist.strip_option(sys.argv[1:], "--nproc-per-node")))
-
-
-def _rank_table(title: str, rows: list[dict]) -> None:  # type: ignore[type-arg]
-    from rich.table import Table
-
-    tab = Table(title=title, title_justify="left")
-    keys = list(rows[0])
-    for k in keys:
-        tab.add_column(k)
-    for r in rows:
-        tab.add_row(*(str(r[k]) for k in keys))
-    out.print(tab)
 
 
 def _check_outcome(cap, allow_mismatch: bool) -> None:  # type: ignore[no-untyped-def]
@@ -110,7 +99,7 @@ def capture(
     if dist.distributed():
         every = dist.gather(rows)
         if every is not None:
-            _rank_table(f"{tgt.name}: {dist.world_size()} ranks", [r for rank_rows in every for r in rank_rows])
+            out.print(rank_table(f"{tgt.name}: {dist.world_size()} ranks", [r for rank_rows in every for r in rank_rows]))
         return
     err.print(f"wrote bundle {dest}/", markup=False)
 
@@ -208,7 +197,7 @@ def trace(
                              "channels": ",".join(map(str, chans)), "dropped": meta["dropped_records"],
                              "file": str(output)})
         if every is not None:
-            _rank_table(f"traces of {replays} replays on {dist.world_size()} ranks", every)
+            out.print(rank_table(f"traces of {replays} replays on {dist.world_size()} ranks", every))
         return
     out.print(f"{len(gpu)} GPU events over {replays} replays, {len(meta['graphs'])} graph(s), "
               f"channels {chans}, dropped records {meta['dropped_records']}", highlight=False)

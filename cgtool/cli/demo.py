@@ -68,9 +68,9 @@ def _recording_demo() -> None:
     deps_report(out, analyze(t, [g]), top=5)
     _section("4. replay timing of the six sample workloads, judged against itself (cgtool bench --compare)")
     doc = load_json(_data("bench_h200.json.gz"))
-    from cgtool.cli.bench_cmd import _table
+    from cgtool.report.tables import bench_table
 
-    out.print(_table(doc, compare_results(doc, doc)))
+    out.print(bench_table(doc, compare_results(doc, doc)))
     out.print("\nNext: `cgtool deps TRACE`, `cgtool topo GRAPH`, `cgtool dot GRAPH -o g.dot`; "
               "on a GPU machine `cgtool capture script.py` (see README).", highlight=False)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from cgtool.inspect.benchstats import Judgement, Stats
 from cgtool.inspect.deps import DepsResult
 from cgtool.inspect.diff import Change, GraphDiff
 from cgtool.inspect.graph import GraphData
@@ -117,3 +119,53 @@ def diff_table(con: Console, d: GraphDiff) -> None:
     con.print(tab)
     counts = d.to_json()["summary"]
     con.print(" · ".join(f"{k} {v}" for k, v in counts.items()), highlight=False)
+
+
+def bench_table(doc: dict[str, Any], judgements: list[Judgement] | None) -> Table:
+    """The bench results table: per workload the GPU µs statistics, host cost, eager and notes."""
+    jd = {j.name: j for j in judgements or []}
+    tab = Table(title="cgtool bench (GPU µs per replay)", title_justify="left")
+    for c in ("workload", "median", "IQR", "min", "p90", "p99", "host µs", "eager µs", "speedup", "note"):
+        tab.add_column(c, justify="left" if c in ("workload", "note") else "right")
+    if judgements:
+        tab.add_column("vs baseline")
+    for name, w in doc["workloads"].items():
+        spec, _, rank = name.partition(" [rank ")
+        label = Path(spec).name if spec.endswith(".py") or ".py:" in spec else spec
+        label += f" [rank {rank}" if rank else ""
+        if w.get("error"):
+            row = [label] + ["-"] * 8 + ["FAILED (below)"]
+        else:
+            s = Stats.of(w["gpu_us"])
+            h = Stats.of(w["host_us"]).median if w.get("host_us") else None
+            e = Stats.of(w["eager_us"]).median if w.get("eager_us") else None
+            notes = []
+            if s.noisy:
+                notes.append(f"noisy (IQR {100 * s.iqr / s.median:.0f}%)")
+            clk = [c for c in (w.get("clock_mhz") or []) if c]
+            if clk and (max(clk) - min(clk)) / min(clk) > 0.05:
+                notes.append(f"clock moved {min(clk)}–{max(clk)} MHz")
+            rm = w.get("run_medians_us") or []
+            if len(rm) > 1 and (max(rm) - min(rm)) / min(rm) > 0.01:
+                notes.append(f"runs differ by {100 * (max(rm) - min(rm)) / min(rm):.1f}%")
+            if w.get("sampling") == "per-replay":
+                notes.append("per-replay events")
+            row = [label, f"{s.median:.2f}", f"{s.iqr:.2f}", f"{s.min:.2f}", f"{s.p90:.2f}", f"{s.p99:.2f}",
+                   f"{h:.2f}" if h is not None else "-", f"{e:.2f}" if e is not None else "-",
+                   f"{e / s.median:.2f}x" if e and s.median else "-", ", ".join(notes)]
+        if judgements:
+            j = jd.get(name)
+            row.append(f"{j.verdict.value}: {j.reason}" if j else "-")
+        tab.add_row(*row)
+    return tab
+
+
+def rank_table(title: str, rows: list[dict[str, Any]]) -> Table:
+    """One row per rank (and graph) of a multi-GPU run."""
+    tab = Table(title=title, title_justify="left")
+    keys = list(rows[0]) if rows else []
+    for k in keys:
+        tab.add_column(k)
+    for r in rows:
+        tab.add_row(*(str(r[k]) for k in keys))
+    return tab
