@@ -77,13 +77,21 @@ class Graph:
         capture_error_mode: str = "global",
         stream: Any = None,
     ) -> None:
-        self._torch = require_cuda("Graph capture")
-        self.keep_graph = keep_graph
+        torch = require_cuda("Graph capture")
         # Underneath, always keep the template: hooks and exports read it after capture.
-        self._g = self._torch.cuda.CUDAGraph(keep_graph=True)
+        self._setup(torch, torch.cuda.CUDAGraph(keep_graph=True), keep_graph)
         self._default_pool = pool
         self._default_mode = "global" if capture_error_mode == "default" else capture_error_mode
         self._ctx_stream = stream
+
+    def _setup(self, torch: Any, torch_graph: Any, keep_graph: bool) -> None:
+        """The state every Graph starts with, around a torch CUDAGraph (keep_graph=True)."""
+        self._torch = torch
+        self.keep_graph = keep_graph
+        self._g = torch_graph
+        self._default_pool = None
+        self._default_mode = "global"
+        self._ctx_stream = None
         self._capture_end_hooks: OrderedDict[int, Hook] = OrderedDict()
         self._post_instantiate_hooks: OrderedDict[int, Hook] = OrderedDict()
         self._pools: list[Any] = []
@@ -97,24 +105,11 @@ class Graph:
 
     @classmethod
     def _wrap(cls, torch_graph: Any, *, keep_graph: bool = True) -> "Graph":
-        """Wrap a torch CUDAGraph captured with keep_graph=True (make_graphed_callables)."""
+        """Wrap a torch CUDAGraph already captured with keep_graph=True (make_graphed_callables)."""
         self = cls.__new__(cls)
-        self._torch = require_cuda("Graph capture")
-        self.keep_graph = keep_graph
-        self._g = torch_graph
-        self._default_pool = None
-        self._default_mode = "global"
-        self._ctx_stream = None
-        self._capture_end_hooks = OrderedDict()
-        self._post_instantiate_hooks = OrderedDict()
-        self._pools = []
+        self._setup(require_cuda("Graph capture"), torch_graph, keep_graph)
         self._state = "captured"
         self._template_live = True
-        self._instantiated = False
-        self._debug = keep_graph
-        self.capture_s = None
-        self.instantiate_s = None
-        self.instantiations = 0
         return self
 
     # ------------------------------------------------------------------ capture

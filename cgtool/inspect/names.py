@@ -116,20 +116,6 @@ def _functor(arg: str) -> str:
     return _last_component(arg)
 
 
-def _strip_templates(s: str) -> str:
-    out, depth = [], 0
-    for ch in s:
-        if ch == "<":
-            depth += 1
-            if depth == 1:
-                out.append("<…>")
-        elif ch == ">":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            out.append(ch)
-    return "".join(out)
-
-
 @lru_cache(maxsize=65536)
 def short_name(name: str, width: int = 60) -> str:
     """A readable kernel name: demangled, without the parameter list and namespaces, templates
