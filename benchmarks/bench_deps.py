@@ -49,12 +49,12 @@ def make_trace(path: Path, n_events: int) -> None:
 CHILD = {
     "json.load": "import json,sys; json.load(open(sys.argv[1]))",
     "cgtool deps (load + analyze)": (
-        "import sys; from cgtool.inspect.trace import load_trace; "
+        "import sys; from cgtool.artifacts.trace import load_trace; "
         "from cgtool.inspect.deps import analyze, graphs_from_trace; "
         "t = load_trace(sys.argv[1]); r = analyze(t, graphs_from_trace(t)); print(r.n_true, r.n_fake)"
     ),
     "python startup + imports only": (
-        "import sys, json; from cgtool.inspect.trace import load_trace; from cgtool.inspect.deps import analyze"
+        "import sys, json; from cgtool.artifacts.trace import load_trace; from cgtool.inspect.deps import analyze"
     ),
 }
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_graph(n: int, streams: int = 8, seed: int = 0) -> dict:
-    from cgtool.inspect.graph import NodeType, from_edges
+    from cgtool.artifacts.graph import NodeType, from_edges
 
     rng = random.Random(seed)
     edges: list[tuple[int, int]] = []
@@ -63,7 +63,7 @@ def run(args: list[str]) -> float:
 
 
 def main(n: int = 100_000) -> None:
-    from cgtool.jsonio import write_json
+    from cgtool.artifacts.jsonio import write_json
 
     with tempfile.TemporaryDirectory() as d:
         g = Path(d) / "g.json"

@@ -6,8 +6,12 @@ import random
 import pytest
 
 from cgtool.errors import InvalidInputError, UsageError
-from cgtool.inspect.benchstats import (Stats, Verdict, compare_results, env_mismatch, judge,
-                                       mann_whitney_greater, parse_percent, quantile, validate_results)
+from cgtool.artifacts.bench import BenchResults, Stats, env_mismatch, quantile
+from cgtool.inspect.benchstats import Verdict, compare_results, judge, mann_whitney_greater, parse_percent
+
+
+def validate_results(doc, source):
+    return BenchResults.from_json(doc, source)
 
 
 def gen(median, n=20, rel_noise=0.003, seed=0, scale=1.0):
@@ -73,8 +77,9 @@ def test_percent_parsing():
 
 
 def _doc(samples, env=None):
-    return {"kind": "bench", "schema_version": 1, "environment": env or {"device": "H200", "torch": "2.11"},
-            "workloads": {k: {"gpu_us": v} for k, v in samples.items()}}
+    return BenchResults.from_json(
+        {"kind": "bench", "schema_version": 1, "environment": env or {"device": "H200", "torch": "2.11"},
+         "workloads": {k: {"gpu_us": v} for k, v in samples.items()}}, "test")
 
 
 def test_compare_results_new_and_missing():
@@ -99,6 +104,6 @@ def test_invalid_result_files(bad):
 
 def test_recorded_bench_file_is_valid(data_dir):
     doc = validate_results(json.loads((data_dir / "bench" / "h200_samples.json").read_text()), "x")
-    chain = doc["workloads"]["sample_workloads/chain.py"]
+    chain = doc.by_ident()[("sample_workloads/chain.py", None)]
     # the launch-bound chain is what graphs are for: replay several times faster than eager
-    assert Stats.of(chain["eager_us"]).median / Stats.of(chain["gpu_us"]).median > 4
+    assert Stats.of(chain.eager_us).median / Stats.of(chain.gpu_us).median > 4

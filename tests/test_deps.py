@@ -10,8 +10,8 @@ import pytest
 
 from cgtool.errors import InvalidInputError
 from cgtool.inspect.deps import analyze, graphs_from_trace
-from cgtool.inspect.graph import GraphData
-from cgtool.inspect.trace import load_trace
+from cgtool.artifacts.graph import GraphData
+from cgtool.artifacts.trace import load_trace
 
 TRACES = ["forkjoin_trace", "forkjoin_trace_mc1", "forkjoin_trace_mc2", "transformer_trace_mc1",
           "chain_trace", "train_step_trace"]
@@ -208,7 +208,7 @@ def test_two_process_decode_gives_the_same_columns(data_dir, monkeypatch):
     """The forked second reader (used on big traces) must give exactly what one reader gives."""
     import os
 
-    from cgtool.inspect import trace as T
+    from cgtool.artifacts import trace as T
 
     if not hasattr(os, "fork"):
         pytest.skip("no fork on this platform")
@@ -231,7 +231,7 @@ def test_two_process_decode_gives_the_same_columns(data_dir, monkeypatch):
 def test_two_process_decode_reports_bad_events_in_the_second_half(data_dir, tmp_path, monkeypatch):
     import os
 
-    from cgtool.inspect import trace as T
+    from cgtool.artifacts import trace as T
 
     if not hasattr(os, "fork"):
         pytest.skip("no fork on this platform")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from cgtool.inspect.diagnosis import CUDA_CAPTURE_ERRORS, Diagnosis, FailureCode, classify, cuda_error_in
+from cgtool.capture.diagnosis import CUDA_CAPTURE_ERRORS, Diagnosis, FailureCode, classify, cuda_error_in
 
 # What each broken workload does wrong, from its own docstring: independent of the classifier.
 EXPECTED = {

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from cgtool.errors import InvalidInputError
-from cgtool.inspect.graph import GraphData, NodeType, from_edges
+from cgtool.artifacts.graph import GraphData, NodeType, from_edges
 
 CASES = ["chain", "forkjoin", "transformer_block", "resnet50", "gpt2_decode"]
 KEYS = {"index", "node_type", "tools_id", "graph_id", "node_id", "kernel_name", "dependencies", "dependents"}
@@ -95,7 +95,7 @@ def test_from_edges_builds_consistent_graphs():
 
 @pytest.mark.parametrize("case", CASES)
 def test_fast_load_equals_validating_parse(data_dir, case):
-    from cgtool.inspect.graph import _fast_parse
+    from cgtool.artifacts.graph import _fast_parse
 
     p = data_dir / case / "graph.json"
     fast = _fast_parse(p.read_bytes(), str(p))

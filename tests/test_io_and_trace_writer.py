@@ -4,8 +4,8 @@ import json
 import pytest
 
 from cgtool.errors import InvalidInputError, OutputExistsError, UsageError
-from cgtool.inspect.chrome import LANE_STRIDE, build_trace
-from cgtool.jsonio import atomic_write_bytes, load_json, read_bytes, write_json
+from cgtool.artifacts.chrome import LANE_STRIDE, build_trace
+from cgtool.artifacts.jsonio import atomic_write_bytes, load_json, read_bytes, write_json
 
 
 def test_gzip_detected_by_content_not_name(tmp_path):

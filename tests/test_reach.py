@@ -4,7 +4,7 @@ import networkx as nx
 import pytest
 
 from cgtool.errors import InvalidInputError
-from cgtool.inspect.graph import GraphData, from_edges
+from cgtool.artifacts.graph import GraphData, from_edges
 from cgtool.inspect.reach import Reachability
 
 

@@ -5,7 +5,7 @@ import networkx as nx
 import pytest
 
 from cgtool.inspect.diff import Change, diff, failed_conditions
-from cgtool.inspect.graph import GraphData, NodeType, from_edges
+from cgtool.artifacts.graph import GraphData, NodeType, from_edges
 from cgtool.inspect.topo import analyze
 from cgtool.report.dot import chains, esc, render_dot
 

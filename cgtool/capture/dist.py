@@ -40,6 +40,11 @@ def rank_path(path: Path) -> Path:
     return path.with_name(f"{name}.rank{rank()}")
 
 
+def rank_dir(path: Path) -> Path:
+    """``out/`` -> ``out/rank1/`` under torchrun; unchanged otherwise."""
+    return path / f"rank{rank()}" if distributed() else path
+
+
 def gather(obj: Any) -> list[Any] | None:
     """Every rank's ``obj`` (JSON-able) on rank 0, in rank order; None on other ranks."""
     if not distributed():
@@ -62,6 +67,18 @@ def gather(obj: Any) -> list[Any] | None:
     if dist.get_rank() != 0:
         return None
     return [json.loads(bytes(b[: int(s.item())].cpu().numpy())) for b, s in zip(bufs, sizes)]
+
+
+def maybe_relaunch(nproc: int | None, argv: list[str]) -> int | None:
+    """Under ``--nproc-per-node N`` outside torchrun: run ``cgtool argv`` (without that option) under
+    torchrun and return its exit code. None when this process should do the work itself."""
+    if nproc is None or distributed():
+        return None
+    if nproc < 1:
+        from cgtool.errors import UsageError
+
+        raise UsageError("--nproc-per-node must be at least 1.")
+    return relaunch_with_torchrun(nproc, strip_option(argv, "--nproc-per-node"))
 
 
 def relaunch_with_torchrun(nproc: int, argv: list[str]) -> int:

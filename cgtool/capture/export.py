@@ -24,8 +24,8 @@ from cgtool import __version__
 from cgtool.capture import _fastcuda
 from cgtool.capture._deps import check, optional_cupti, require_bindings
 from cgtool.errors import CaptureError, MissingExtraError
-from cgtool.inspect.graph import LOW32, SCHEMA_VERSION
-from cgtool.inspect.names import demangle
+from cgtool.artifacts.graph import LOW32, SCHEMA_VERSION
+from cgtool.artifacts.names import demangle
 
 _NODE_TYPE_NAMES: dict[int, str] | None = None
 _tools_id_probe: bool | None = None  # driver supports cudaGraphNodeGetToolsId

@@ -20,7 +20,7 @@ from cgtool.capture._deps import require_cuda
 from cgtool.capture.entrypoint import Precaptured, Target, call_setup, resolve
 from cgtool.capture.graph import Graph, graph
 from cgtool.errors import CaptureError
-from cgtool.inspect.diagnosis import Diagnosis, FailureCode, classify, describe_cuda_error
+from cgtool.capture.diagnosis import Diagnosis, FailureCode, classify, describe_cuda_error
 
 
 class CaptureFailed(CaptureError):
@@ -250,4 +250,14 @@ def capture_workload(
     torch.cuda.synchronize()
     if check:
         cap.max_abs_diff, cap.worst_output, cap.check_ok = compare(eager, snapshot(static_out), rtol, atol)
+    return cap
+
+
+def capture_checked(target: Target, args: list[str] | None = None, *, allow_mismatch: bool = False,
+                    **kw: Any) -> Captured:
+    """``capture_workload``, failing with the ``replay-mismatch`` diagnosis when replay differs from
+    eager (unless ``allow_mismatch``)."""
+    cap = capture_workload(target, args, **kw)
+    if cap.check_ok is False and not allow_mismatch:
+        raise mismatch_failure(cap)
     return cap

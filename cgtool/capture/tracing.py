@@ -7,14 +7,48 @@ replayed, so every ``graph node id`` of the trace joins a node of the embedded e
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import asdict, dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Sequence
 
+from cgtool.artifacts.chrome import TRACE_SCHEMA_VERSION, build_trace
+from cgtool.artifacts.jsonio import load_json, write_json
 from cgtool.capture._deps import optional_cupti, require_cuda
+from cgtool.capture.child import child_main, raise_error, run_child
 from cgtool.capture.cupti_trace import CuptiCollector
-from cgtool.capture.entrypoint import Target
+from cgtool.capture.entrypoint import Target, parse_target
 from cgtool.capture.runner import Captured, capture_workload
-from cgtool.errors import CaptureError
-from cgtool.inspect.chrome import build_trace
+from cgtool.errors import CaptureError, MissingExtraError
+
+
+class Profiler(str, Enum):
+    """Which collector records a trace."""
+
+    CUPTI = "cupti"  # cupti-python: node ids and hardware channels
+    TORCH = "torch"  # torch.profiler (Kineto): no channels; no node ids before PyTorch 2.13
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """What ``record_trace`` wrote: counts for the command's one-line report."""
+
+    path: str
+    collector: str
+    gpu_events: int
+    graphs: int
+    exec_graph_ids: list[int]
+    channels: list[int]
+    dropped: int
+    has_node_ids: bool
+    rank: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TraceSummary":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
 
 
 def trace_captured(cap: Captured, *, replays: int = 5, warmup: int = 3) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -53,18 +87,70 @@ def trace_captured(cap: Captured, *, replays: int = 5, warmup: int = 3) -> tuple
     return build_trace(recs, graphs=graphs, meta=meta), recs
 
 
+def require_cupti_python() -> None:
+    """Refuse early, naming the package, when cupti-python is missing."""
+    if optional_cupti() is None:
+        raise MissingExtraError(
+            "`cgtool trace`", detail="cupti-python (take the version matching your CUDA's CUPTI, e.g. "
+            "`pip install 'cupti-python==13.0.*'`); or use --profiler torch, which records no channels "
+            "and, on PyTorch before 2.13, no graph node ids")
+
+
 def trace_workload(
     target: Target, args: list[str] | None = None, *, replays: int = 5, warmup: int = 3, check: bool = True
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    if optional_cupti() is None:
-        from cgtool.errors import MissingExtraError
-
-        raise MissingExtraError(
-            "`cgtool trace`", detail="cupti-python (e.g. `pip install 'cupti-python==13.0.*'` for CUDA 13.0); "
-            "without it use `--profiler torch` (no channels, and no node ids on older PyTorch)"
-        )
+    require_cupti_python()
     cap = capture_workload(target, args, check=check)
     return trace_captured(cap, replays=replays, warmup=warmup)
+
+
+def record_trace(target: str, args: Sequence[str], output: str, *, replays: int = 5, warmup: int = 3,
+                 profiler: Profiler = Profiler.CUPTI, max_connections: int | None = None,
+                 force: bool = False) -> TraceSummary:
+    """Capture ``target``, trace ``replays`` replays and write the chrome trace to ``output``.
+
+    With ``max_connections`` the work runs in a child process started with
+    ``CUDA_DEVICE_MAX_CONNECTIONS`` set (it must be set before CUDA starts)."""
+    from cgtool.capture import dist
+
+    if max_connections is not None and os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") != str(max_connections):
+        env = {**os.environ, "CUDA_DEVICE_MAX_CONNECTIONS": str(max_connections)}
+        res = run_child("cgtool.capture.tracing", {
+            "target": target, "args": list(args), "output": output, "replays": replays, "warmup": warmup,
+            "profiler": profiler.value, "force": force}, env=env, quiet=False)
+        raise_error(res)
+        return TraceSummary.from_json(res)
+    tgt = parse_target(target)
+    if profiler is Profiler.CUPTI:
+        require_cupti_python()
+    cap = capture_workload(tgt, list(args), warmup=warmup)
+    graphs = [d for _, d in cap.exports()]
+    rank = dist.rank() if dist.distributed() else None
+    if profiler is Profiler.TORCH:
+        tmp = Path(output).with_name(Path(output).name + ".tmp.json")
+        torch_profiler_trace(cap, str(tmp), replays=replays, warmup=warmup)
+        try:
+            doc = load_json(tmp)
+        finally:
+            tmp.unlink(missing_ok=True)
+        doc["cgtool"] = {"schema_version": TRACE_SCHEMA_VERSION, "kind": "trace",
+                         "collector": Profiler.TORCH.value, "graphs": graphs}
+        write_json(output, doc, force=force, indent=False)
+        kernels = [e for e in doc.get("traceEvents", []) if e.get("cat") == "kernel"]
+        return TraceSummary(output, Profiler.TORCH.value, len(kernels), len(graphs),
+                            [g["exec_graph_id"] for g in graphs], [], 0,
+                            any("graph node id" in (e.get("args") or {}) for e in kernels), rank)
+    doc, recs = trace_captured(cap, replays=replays, warmup=warmup)
+    write_json(output, doc, force=force, indent=False)
+    gpu = [r for r in recs if r["kind"] != "launch"]
+    return TraceSummary(output, Profiler.CUPTI.value, len(gpu), len(graphs), [g["exec_graph_id"] for g in graphs],
+                        sorted({r["channel"] for r in gpu}), doc["cgtool"]["dropped_records"], True, rank)
+
+
+def _child_request(request: dict[str, Any]) -> dict[str, Any]:
+    profiler = Profiler(request.pop("profiler"))
+    return record_trace(request.pop("target"), request.pop("args"), request.pop("output"),
+                        profiler=profiler, **request).to_json()
 
 
 def torch_profiler_trace(cap: Captured, path: str, *, replays: int = 5, warmup: int = 3) -> None:
@@ -87,3 +173,7 @@ def torch_profiler_trace(cap: Captured, path: str, *, replays: int = 5, warmup: 
             cap.replay()
         torch.cuda.synchronize()
     prof.export_chrome_trace(path)
+
+
+if __name__ == "__main__":
+    child_main(_child_request)

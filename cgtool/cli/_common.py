@@ -1,10 +1,44 @@
-"""Shared CLI pieces: consoles (stdout for results, stderr for progress and errors) and output checks."""
+"""Shared CLI pieces: consoles (stdout for results, stderr for progress and errors), the options
+every command spells the same way, and the one check of an output path."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Annotated, Optional
 
+import typer
 from rich.console import Console
 
+from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, is_stdout
+from cgtool.errors import OutputExistsError, UsageError
 
 out = Console(soft_wrap=False)
 err = Console(stderr=True)
+
+Force = Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")]
+MaxBytes = Annotated[int, typer.Option("--max-bytes", min=1, help="Refuse inputs that are (or decompress to) more bytes than this.")]
+JsonOut = Annotated[Optional[Path], typer.Option("--json", help="Also write the result as JSON (`-`: standard output).")]
+__all__ = ["DEFAULT_MAX_BYTES", "Force", "JsonOut", "MaxBytes", "err", "out", "output_path", "wrote"]
+
+
+def output_path(path: Optional[Path], force: bool, *, inputs: tuple[Optional[Path], ...] = ()) -> Optional[Path]:
+    """Check an output path before any work is done: ``-`` is standard output; an existing file
+    needs ``--force``; an input is never overwritten, even with ``--force``."""
+    if path is None or is_stdout(path):
+        return path
+    for i in inputs:
+        if i is not None and path.exists() and i.exists() and os.path.samefile(path, i):
+            raise UsageError(f"The output {path} is the input {i}; cgtool never overwrites an input. "
+                             "Name a new file.")
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory; give a file name.")
+    if path.exists() and not force:
+        raise OutputExistsError(path)
+    return path
+
+
+def wrote(path: Optional[Path], what: str = "") -> None:
+    """Say on stderr that ``path`` was written (nothing for standard output)."""
+    if path is not None and not is_stdout(path):
+        err.print(f"wrote {path}{' ' + what if what else ''}", markup=False, highlight=False)

@@ -3,267 +3,165 @@
 from __future__ import annotations
 
 import io
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.text import Text
 
-from cgtool.cli._common import err, out
+from cgtool.cli._common import DEFAULT_MAX_BYTES, Force, JsonOut, MaxBytes, err, out, output_path, wrote
 from cgtool.errors import CheckFailed, UsageError
-from cgtool.jsonio import DEFAULT_MAX_BYTES, atomic_write_bytes, write_json
+from cgtool.inspect.deps import DEFAULT_TOLERANCE_US
 
-MaxBytes = Annotated[int, typer.Option("--max-bytes", help="Refuse inputs that are (or decompress to) more bytes than this.")]
-
-
-def _graphs_for(trace_path: Path, graph: list[Path], max_bytes: int):  # type: ignore[no-untyped-def]
-    from cgtool.inspect.deps import graphs_from_trace
-    from cgtool.inspect.graph import GraphData
-    from cgtool.inspect.trace import load_trace
-
-    t = load_trace(trace_path, max_bytes=max_bytes)
-    gs = [GraphData.load(p, max_bytes=max_bytes) for p in graph] if graph else graphs_from_trace(t)
-    return t, gs
-
-
-def _deps_ranks(folder: Path, tolerance_us: float, json_out: Optional[Path], force: bool, top: int,
-                max_bytes: int) -> int:
-    from rich.table import Table
-
-    from cgtool.inspect.deps import analyze, graphs_from_trace
-    from cgtool.inspect.ranks import rank_files
-    from cgtool.inspect.trace import load_trace
-    from cgtool.report.tables import deps_report
-
-    results = {}
-    for r, p in sorted(rank_files(folder, "trace").items()):
-        t = load_trace(p, max_bytes=max_bytes)
-        res = analyze(t, graphs_from_trace(t), tolerance_us=tolerance_us)
-        out.rule(f"rank {r}: {p}")
-        deps_report(out, res, top=top)
-        results[r] = res
-    tab = Table(title=f"per rank ({len(results)} ranks)", title_justify="left")
-    for c in ("rank", "true", "fake", "fake cost µs", "replays", "mean span µs", "mean critical path µs"):
-        tab.add_column(c)
-    for r, res in results.items():
-        sm = res.to_json()["summary"]
-        tab.add_row(str(r), str(sm["true"]), str(sm["fake"]), f"{sm['fake_cost_us']:.1f}", str(sm["replays"]),
-                    str(sm["mean_span_us"]), str(sm["mean_critical_path_us"]))
-    out.print(tab)
-    if json_out is not None:
-        write_json(json_out, {"schema_version": 1, "ranks": {str(r): res.to_json() for r, res in results.items()}},
-                   force=force)
-    return sum(res.n_fake for res in results.values())
+Tolerance = Annotated[float, typer.Option(min=0.0, max=1e6, help="B counts as after A when it starts no earlier than this (µs) before A's end.")]
+Top = Annotated[int, typer.Option(min=0, help="Rows in the top-fake table.")]
 
 
 def deps(
     trace: Annotated[Path, typer.Argument(help="Chrome trace (.json or .json.gz): cgtool's, or torch.profiler's; or a folder of per-rank traces.")],
     graph: Annotated[Optional[list[Path]], typer.Option("--graph", "-g", help="Graph export(s) of the traced instantiation; optional for cgtool traces, which embed theirs.")] = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the result as JSON (schema: docs/deps.md).")] = None,
-    tolerance_us: Annotated[float, typer.Option(help="B counts as after A when it starts no earlier than this before A's end.")] = 0.5,
-    fail_on_fake: Annotated[Optional[int], typer.Option(help="Exit 1 when more than N fake dependencies are found.")] = None,
+    json_out: JsonOut = None,
+    tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,
+    fail_on_fake: Annotated[Optional[int], typer.Option(min=0, help="Exit 1 when more than N fake dependencies are found.")] = None,
     annotate: Annotated[Optional[Path], typer.Option(help="Write a copy of the trace with true edges as flow arrows and fake serializations marked.")] = None,
-    top: Annotated[int, typer.Option(help="Rows in the top-fake table.")] = 10,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")] = False,
+    top: Top = 10,
+    force: Force = False,
     max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
 ) -> None:
     """True and fake dependencies: classify every serialization a trace shows against the graph."""
-    from cgtool.inspect.deps import analyze
-    from cgtool.report.tables import deps_report
+    from cgtool.artifacts.jsonio import write_json
+    from cgtool.inspect.annotate import annotate_trace
+    from cgtool.inspect.files import deps_of_file, deps_of_ranks
+    from cgtool.report.tables import deps_ranks_table, deps_report
 
-    for p in (json_out, annotate):
-        if p is not None and p.exists() and not force:
-            from cgtool.errors import OutputExistsError
-
-            raise OutputExistsError(p)
-    if annotate is not None and annotate.resolve() == trace.resolve():
-        raise UsageError("--annotate must name a new file; the original trace stays untouched.")
+    output_path(json_out, force, inputs=(trace, *(graph or [])))
+    output_path(annotate, force, inputs=(trace, *(graph or [])))
     if trace.is_dir():
         if graph or annotate:
             raise UsageError("With a folder of per-rank traces, --graph and --annotate are not taken: "
                              "each cgtool trace embeds its graph; annotate one rank's file at a time.")
-        n_fake = _deps_ranks(trace, tolerance_us, json_out, force, top, max_bytes)
-        if fail_on_fake is not None and n_fake > fail_on_fake:
-            raise CheckFailed(f"{n_fake} fake dependencies found over all ranks, more than --fail-on-fake {fail_on_fake}.")
-        return
-    t, gs = _graphs_for(trace, graph or [], max_bytes)
-    res = analyze(t, gs, tolerance_us=tolerance_us)
-    deps_report(out, res, top=top)
-    if json_out is not None:
-        write_json(json_out, res.to_json(), force=force)
-        err.print(f"wrote {json_out}", markup=False)
-    if annotate is not None:
-        from cgtool.inspect.annotate import annotate_trace
-        from cgtool.jsonio import load_json
-
-        doc = load_json(trace, max_bytes=max_bytes)
-        write_json(annotate, annotate_trace(doc, res, gs), force=force, indent=False)
-        err.print(f"wrote {annotate} (open it in Perfetto)", markup=False)
-    if fail_on_fake is not None and res.n_fake > fail_on_fake:
-        raise CheckFailed(f"{res.n_fake} fake dependencies found, more than --fail-on-fake {fail_on_fake}.")
+        ranks = deps_of_ranks(trace, tolerance_us=tolerance_us, max_bytes=max_bytes)
+        for r, (p, res) in ranks.items():
+            out.rule(Text(f"rank {r}: {p}"))
+            deps_report(out, res, top=top)
+        results = {r: res for r, (_, res) in ranks.items()}
+        out.print(deps_ranks_table(results))
+        if json_out is not None:
+            write_json(json_out, {"schema_version": 1, "ranks": {str(r): res.to_json() for r, res in results.items()}},
+                       force=force)
+        n_fake = sum(res.n_fake for res in results.values())
+    else:
+        run = deps_of_file(trace, graph or [], tolerance_us=tolerance_us, max_bytes=max_bytes,
+                           keep_doc=annotate is not None)
+        deps_report(out, run.result, top=top)
+        if json_out is not None:
+            write_json(json_out, run.result.to_json(), force=force)
+        if annotate is not None and run.doc is not None:
+            write_json(annotate, annotate_trace(run.doc, run.result, run.graphs), force=force, indent=False)
+            wrote(annotate, "(open it in Perfetto)")
+        n_fake = run.result.n_fake
+    wrote(json_out)
+    if fail_on_fake is not None and n_fake > fail_on_fake:
+        raise CheckFailed(f"{n_fake} fake dependencies found, more than --fail-on-fake {fail_on_fake}.")
 
 
 def topo(
     graph: Annotated[Path, typer.Argument(help="Graph export (graph.json), or a folder of per-rank exports.")],
     trace: Annotated[Optional[Path], typer.Option("--trace", help="A trace of this instantiation: weights the critical path by measured durations.")] = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the topology as JSON.")] = None,
-    force: Annotated[bool, typer.Option("--force")] = False,
+    json_out: JsonOut = None,
+    force: Force = False,
     max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
 ) -> None:
     """Topology: depth, width, forks and joins, redundant edges, critical path."""
-    from cgtool.inspect.graph import GraphData
-    from cgtool.inspect.topo import analyze
+    from cgtool.artifacts.jsonio import write_json
+    from cgtool.inspect.files import topo_of_file, topo_of_ranks
     from cgtool.report.tables import topo_table
 
+    output_path(json_out, force, inputs=(graph, trace))
     if graph.is_dir():
-        from cgtool.inspect.ranks import rank_files
-
-        res = {}
-        for r, p in sorted(rank_files(graph, "graph").items()):
-            g = GraphData.load(p, max_bytes=max_bytes)
-            t = analyze(g)
-            out.rule(f"rank {r}: {p}")
+        ranks = topo_of_ranks(graph, max_bytes=max_bytes)
+        for r, (g, t) in ranks.items():
+            out.rule(Text(f"rank {r}: {g.source}"))
             topo_table(out, g, t)
-            res[str(r)] = t.to_json()
-        if json_out is not None:
-            write_json(json_out, {"ranks": res}, force=force)
-        return
-    g = GraphData.load(graph, max_bytes=max_bytes)
-    durations = _durations(g, trace, max_bytes) if trace else None
-    t = analyze(g, durations)
-    topo_table(out, g, t)
+        doc = {"ranks": {str(r): t.to_json() for r, (_, t) in ranks.items()}}
+    else:
+        g, t = topo_of_file(graph, trace, max_bytes=max_bytes)
+        topo_table(out, g, t)
+        doc = t.to_json()
     if json_out is not None:
-        write_json(json_out, t.to_json(), force=force)
-        err.print(f"wrote {json_out}", markup=False)
-
-
-def _graph_events(g, trace: Path, max_bytes: int):  # type: ignore[no-untyped-def]
-    """(trace, event indices of exec graph ``g``, their node indices); refuses a mismatch."""
-    from cgtool.inspect.deps import match_graph_events
-    from cgtool.inspect.trace import load_trace
-
-    t = load_trace(trace, max_bytes=max_bytes)
-    ev, nodes = match_graph_events(t, g)
-    return t, ev, nodes
-
-
-def _durations(g, trace: Path, max_bytes: int) -> dict[int, float]:  # type: ignore[no-untyped-def]
-    """Mean measured duration per node index over the trace's replays of ``g``."""
-    import numpy as np
-
-    t, ev, nodes = _graph_events(g, trace, max_bytes)
-    n = len(g.nodes)
-    tot = np.bincount(nodes, weights=t.end[ev] - t.start[ev], minlength=n)
-    cnt = np.bincount(nodes, minlength=n)
-    return {i: float(tot[i] / cnt[i]) for i in range(n) if cnt[i]}
-
-
-def _lanes(g, trace: Path, max_bytes: int) -> dict[int, str]:  # type: ignore[no-untyped-def]
-    """The lane (channel, or stream) each node ran on first."""
-    t, ev, nodes = _graph_events(g, trace, max_bytes)
-    lanes: dict[int, str] = {}
-    for i, nd in zip(ev.tolist(), nodes.tolist()):
-        if nd not in lanes:
-            c = int(t.channel[i])
-            lanes[nd] = f"channel {c}" if c >= 0 else f"stream {int(t.stream[i])}"
-    return lanes
+        write_json(json_out, doc, force=force)
+        wrote(json_out)
 
 
 def dot(
     graph: Annotated[str, typer.Argument(help="Graph export (graph.json); with --driver, a TARGET to capture.")],
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output .dot (default: stdout).")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output .dot (default: standard output).")] = None,
     render: Annotated[Optional[str], typer.Option(help="Also render with Graphviz: svg or png (next to the .dot).")] = None,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="Group nodes by the channel (or stream) they ran on in this trace.")] = None,
-    collapse: Annotated[int, typer.Option(help="Fold linear chains of at least N nodes into one (0: expand all).")] = 4,
+    collapse: Annotated[int, typer.Option(min=0, help="Fold linear chains of at least N nodes into one (0: expand all).")] = 4,
     expand: Annotated[bool, typer.Option("--expand", help="Same as --collapse 0.")] = False,
     driver: Annotated[bool, typer.Option("--driver", help="Capture TARGET on the GPU and write the CUDA driver's own dump (cudaGraphDebugDotPrint).")] = False,
     driver_flags: Annotated[str, typer.Option(help="With --driver: verbose (default), or a comma list of kernel,memcpy,memset,host,event,attributes,handles,conditional.")] = "verbose",
-    force: Annotated[bool, typer.Option("--force")] = False,
+    force: Force = False,
     max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
 ) -> None:
     """A readable Graphviz DOT of a graph export: short names, types, critical path, chains folded."""
-    from cgtool.inspect.graph import GraphData
-    from cgtool.inspect.topo import analyze
-    from cgtool.report.dot import render_dot
+    from cgtool.artifacts.jsonio import atomic_write_bytes, is_stdout
+    from cgtool.report.dot import dot_of_file, render_image
 
     if render not in (None, "svg", "png"):
         raise UsageError(f"--render takes svg or png, not {render!r}.")
-    if render and output is None:
-        raise UsageError("--render needs -o FILE.dot (the image is written beside it).")
+    if (render or driver) and (output is None or is_stdout(output)):
+        raise UsageError(f"{'--render' if render else '--driver'} needs -o FILE.dot.")
+    img = output.with_suffix(f".{render}") if render and output is not None else None
+    output_path(output, force, inputs=(None if driver else Path(graph), trace))
+    output_path(img, force, inputs=(None if driver else Path(graph),))
     if driver:
-        if output is None:
-            raise UsageError("--driver needs -o FILE.dot.")
-        if output.exists() and not force:
-            from cgtool.errors import OutputExistsError
+        from cgtool.capture.bundle import write_driver_dots
 
-            raise OutputExistsError(output)
-        from cgtool.capture.entrypoint import parse_target
-        from cgtool.capture.graph import driver_dot_flags
-        from cgtool.capture.runner import capture_workload
-
-        flags = driver_dot_flags(driver_flags)
-        cap = capture_workload(parse_target(graph), [], check=False)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        for label, g_ in cap.graphs:
-            path = output if len(cap.graphs) == 1 else output.with_name(f"{output.stem}-{label}{output.suffix}")
-            g_.debug_dump(str(path), flags=flags)
-            err.print(f"wrote {path} (the driver's dump)", markup=False)
+        assert output is not None
+        for p in write_driver_dots(graph, output, driver_flags):
+            wrote(p, "(the driver's dump)")
         return
-    g = GraphData.load(Path(graph), max_bytes=max_bytes)
-    buf = io.StringIO()
-    lanes = _lanes(g, trace, max_bytes) if trace else None
-    render_dot(g, buf, topo=analyze(g), collapse=0 if expand else collapse, lanes=lanes, title=graph)
+    text = dot_of_file(Path(graph), trace, collapse=0 if expand else collapse, max_bytes=max_bytes)
     if output is None:
-        out.file.write(buf.getvalue())
+        out.file.write(text)
         return
-    atomic_write_bytes(output, buf.getvalue().encode(), force=force)
-    err.print(f"wrote {output}", markup=False)
-    if render:
-        img = output.with_suffix(f".{render}")
-        if img.exists() and not force:
-            from cgtool.errors import OutputExistsError
-
-            raise OutputExistsError(img)
-        exe = shutil.which("dot")
-        if exe is None:
-            err.print(
-                f"Graphviz's `dot` program is not installed, so {img} was not rendered; {output} is "
-                "written. Install Graphviz (`apt-get install graphviz`, `brew install graphviz` or "
-                f"`conda install graphviz`) and run `dot -T{render} {output} -o {img}`.",
-                markup=False,
-            )
-            return
-        r = subprocess.run([exe, f"-T{render}", str(output), "-o", str(img)], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise UsageError(f"`dot -T{render}` failed: {r.stderr.strip()[:300]}")
-        err.print(f"wrote {img}", markup=False)
+    atomic_write_bytes(output, text.encode(), force=force)
+    wrote(output)
+    if img is not None and render is not None:
+        note = render_image(output, img, render)
+        if note:
+            err.print(note, markup=False, highlight=False)
+        else:
+            wrote(img)
 
 
 def diff(
     a: Annotated[Path, typer.Argument(help="Graph export A (before).")],
     b: Annotated[Path, typer.Argument(help="Graph export B (after).")],
     fail_on: Annotated[Optional[list[str]], typer.Option("--fail-on", help="Exit 1 when met: any, kernels-increased, nodes-increased, edges-increased, depth-increased, width-decreased, kernel-added, kernel-removed.")] = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the diff as JSON.")] = None,
-    force: Annotated[bool, typer.Option("--force")] = False,
+    json_out: JsonOut = None,
+    force: Force = False,
     max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
 ) -> None:
     """What changed between two captures: kernels, node and edge types, depth, width, critical path."""
+    from cgtool.artifacts.graph import GraphData
+    from cgtool.artifacts.jsonio import write_json
     from cgtool.inspect.diff import diff as do_diff, failed_conditions
-    from cgtool.inspect.graph import GraphData
     from cgtool.report.tables import diff_table
 
+    output_path(json_out, force, inputs=(a, b))
     d = do_diff(GraphData.load(a, max_bytes=max_bytes), GraphData.load(b, max_bytes=max_bytes))
     hit = failed_conditions(d, fail_on or [])
     diff_table(out, d)
     if json_out is not None:
         write_json(json_out, d.to_json(), force=force)
+        wrote(json_out)
     if hit:
         raise CheckFailed(f"diff found: {', '.join(hit)}.")
 
 
 def register(app: typer.Typer) -> None:
-    app.command(rich_help_panel="Analyse files (no GPU)")(deps)
-    app.command(rich_help_panel="Analyse files (no GPU)")(topo)
-    app.command(rich_help_panel="Analyse files (no GPU)")(dot)
-    app.command(rich_help_panel="Analyse files (no GPU)")(diff)
+    for cmd in (deps, topo, dot, diff):
+        app.command(rich_help_panel="Analyse files (no GPU)")(cmd)

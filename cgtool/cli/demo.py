@@ -45,12 +45,12 @@ def demo(
 
 
 def _recording_demo() -> None:
+    from cgtool.artifacts.bench import BenchResults
+    from cgtool.artifacts.trace import load_trace
     from cgtool.inspect.benchstats import compare_results
     from cgtool.inspect.deps import analyze, graphs_from_trace
     from cgtool.inspect.topo import analyze as topo
-    from cgtool.inspect.trace import load_trace
-    from cgtool.jsonio import load_json
-    from cgtool.report.tables import deps_report, topo_table
+    from cgtool.report.tables import bench_table, deps_report, topo_table
 
     out.print(
         "[bold yellow]No CUDA GPU on this machine:[/] analysing real recordings made with cgtool on an "
@@ -67,17 +67,15 @@ def _recording_demo() -> None:
     _section("3. CUDA_DEVICE_MAX_CONNECTIONS=1: one channel, fake dependencies (cgtool deps)")
     deps_report(out, analyze(t, [g]), top=5)
     _section("4. replay timing of the six sample workloads, judged against itself (cgtool bench --compare)")
-    doc = load_json(_data("bench_h200.json.gz"))
-    from cgtool.report.tables import bench_table
-
-    out.print(bench_table(doc, compare_results(doc, doc)))
+    res = BenchResults.load(_data("bench_h200.json.gz"))
+    out.print(bench_table(res, compare_results(res, res)))
     out.print("\nNext: `cgtool deps TRACE`, `cgtool topo GRAPH`, `cgtool dot GRAPH -o g.dot`; "
               "on a GPU machine `cgtool capture script.py` (see README).", highlight=False)
 
 
 def _gpu_demo(workload: str) -> None:
-    here = Path(__file__).resolve().parents[2] / "sample_workloads" / "forkjoin.py"
-    target = workload or str(here)
+    # The sample ships inside the package, so this works after a plain (non-editable) install.
+    target = workload or str(resources.files("cgtool") / "capture" / "samples" / "forkjoin.py")
     if not Path(target.split(":")[0]).exists():
         raise typer.BadParameter(f"no such workload {target!r}; pass --workload script.py")
     tmp = Path(tempfile.mkdtemp(prefix="cgtool-demo-"))

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from cgtool.errors import UsageError
 from cgtool.inspect.deps import DepKind, DepsResult
-from cgtool.inspect.graph import GraphData
+from cgtool.artifacts.graph import GraphData
 
 _LOW32 = 0xFFFFFFFF
 

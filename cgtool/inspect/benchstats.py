@@ -1,8 +1,6 @@
-"""Bench results and the CI gate's decision logic (pure: runs anywhere, no GPU).
+"""The CI gate's decision logic over bench results (pure: runs anywhere, no GPU).
 
-A result file holds, per workload, every raw sample (µs per replay, one per timed block), the
-host-side launch cost samples, the eager samples and the environment fingerprint, so any
-statistic can be recomputed. The gate calls a workload *regressed* when
+The results are ``cgtool.artifacts.bench.BenchResults``. The gate calls a workload *regressed* when
 
 1. the median ratio new/old exceeds ``1 + max_regression``, **and**
 2. a one-sided Mann–Whitney U test on the block samples gives p < ``alpha`` (asv's choice:
@@ -18,52 +16,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
-from cgtool.errors import InvalidInputError, UsageError
+from cgtool.artifacts.bench import BenchResults, Stats
+from cgtool.errors import UsageError
 
-BENCH_SCHEMA_VERSION = 1
 DEFAULT_MAX_REGRESSION = 0.02
 DEFAULT_ALPHA = 0.002
 DEFAULT_MIN_GAP = 0.005
-NOISY_IQR = 0.10
-#: Fingerprint fields that must match for a comparison (unless --allow-env-mismatch).
-ENV_KEYS = ("device", "driver_version", "cuda_driver", "torch")
-
-
-def quantile(xs: Sequence[float], q: float) -> float:
-    """Linear-interpolated quantile (numpy's default method)."""
-    s = sorted(xs)
-    if not s:
-        return float("nan")
-    pos = (len(s) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-@dataclass(frozen=True)
-class Stats:
-    median: float
-    q1: float
-    q3: float
-    min: float
-    p90: float
-    p99: float
-    n: int
-
-    @property
-    def iqr(self) -> float:
-        return self.q3 - self.q1
-
-    @property
-    def noisy(self) -> bool:
-        return self.median > 0 and self.iqr / self.median > NOISY_IQR
-
-    @classmethod
-    def of(cls, xs: Sequence[float]) -> "Stats":
-        return cls(quantile(xs, 0.5), quantile(xs, 0.25), quantile(xs, 0.75), min(xs) if xs else float("nan"),
-                   quantile(xs, 0.9), quantile(xs, 0.99), len(xs))
 
 
 def mann_whitney_greater(new: Sequence[float], old: Sequence[float]) -> float:
@@ -152,41 +112,18 @@ def parse_percent(s: str) -> float:
     return v
 
 
-def validate_results(doc: Any, source: str) -> dict[str, Any]:
-    """A bench result document, checked enough that judging it cannot crash."""
-    if not isinstance(doc, dict) or doc.get("kind") != "bench" or not isinstance(doc.get("workloads"), dict):
-        raise InvalidInputError(f"{source} is not a cgtool bench result (no kind='bench' with a 'workloads' "
-                                "object). Write one with `cgtool bench --json FILE`.")
-    v = doc.get("schema_version", 1)
-    if not isinstance(v, int) or v > BENCH_SCHEMA_VERSION:
-        raise InvalidInputError(f"{source} has bench schema version {v!r}; this cgtool reads up to "
-                                f"{BENCH_SCHEMA_VERSION}. Upgrade cgtool.")
-    for name, w in doc["workloads"].items():
-        if not isinstance(w, dict):
-            raise InvalidInputError(f"{source}: workload {name!r} should be an object.")
-        if w.get("error"):
-            continue
-        xs = w.get("gpu_us")
-        if not isinstance(xs, list) or not xs or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs):
-            raise InvalidInputError(f"{source}: workload {name!r} has no list of numeric samples in 'gpu_us'.")
-    return doc
-
-
-def env_mismatch(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    eo, en = old.get("environment") or {}, new.get("environment") or {}
-    return [f"{k}: {eo.get(k)!r} vs {en.get(k)!r}" for k in ENV_KEYS if eo.get(k) != en.get(k)]
-
-
-def compare_results(old: Mapping[str, Any], new: Mapping[str, Any], **kw: Any) -> list[Judgement]:
+def compare_results(old: BenchResults, new: BenchResults, **kw: Any) -> list[Judgement]:
+    """A judgement per workload (and rank) in either result, matched on workload and rank."""
     out = []
-    ow, nw = old["workloads"], new["workloads"]
-    for name in sorted(set(ow) | set(nw)):
-        o, n = ow.get(name), nw.get(name)
-        if n is None or n.get("error"):
+    ow, nw = old.by_ident(), new.by_ident()
+    for ident in sorted(set(ow) | set(nw), key=lambda i: (i[0], -1 if i[1] is None else i[1])):
+        o, n = ow.get(ident), nw.get(ident)
+        name = (n or o).key  # type: ignore[union-attr]
+        if n is None or n.failed:
             out.append(Judgement(name, Verdict.MISSING, None, None, None, None,
-                                 "not in this run" if n is None else f"failed: {n['error'][:80]}"))
-        elif o is None or o.get("error"):
-            out.append(Judgement(name, Verdict.NEW, None, Stats.of(n["gpu_us"]).median, None, None, "no baseline"))
+                                 "not in this run" if n is None else f"failed: {(n.error or '')[:80]}"))
+        elif o is None or o.failed:
+            out.append(Judgement(name, Verdict.NEW, None, n.stats().median, None, None, "no baseline"))
         else:
-            out.append(judge(name, o["gpu_us"], n["gpu_us"], **kw))
+            out.append(judge(name, o.gpu_us, n.gpu_us, **kw))
     return out

@@ -23,10 +23,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from cgtool.errors import InvalidInputError
-from cgtool.inspect.graph import GraphData, NodeType
-from cgtool.inspect.names import demangle
+from cgtool.artifacts.graph import GraphData, NodeType
+from cgtool.artifacts.names import demangle
 from cgtool.inspect.reach import Reachability, topological_order
-from cgtool.inspect.trace import KINDS, Trace
+from cgtool.artifacts.trace import KINDS, Trace
 
 DEFAULT_TOLERANCE_US = 0.5
 
@@ -36,6 +36,44 @@ class DepKind(str, Enum):
 
     TRUE = "true"  # B is reachable from A in the graph: the graph required the order
     FAKE = "fake"  # no path from A to B: the graph allowed overlap, the hardware serialized them
+
+
+class Lane(str, Enum):
+    """What a serialization is observed on."""
+
+    CHANNEL = "channel"  # hardware channels (the trace records them: CUPTI, newer Kineto)
+    STREAM = "stream"  # streams, when the trace has no channel data (torch.profiler on torch <= 2.12)
+
+
+class MatchKind(str, Enum):
+    """How the trace's events were matched to graph nodes."""
+
+    EXACT = "exact"  # graph node ids in the trace
+    INFERRED = "inferred"  # by launch, kernel name and order
+
+
+@dataclass(frozen=True)
+class DepsSummary:
+    """The headline figures of a ``DepsResult`` (also its JSON ``summary``)."""
+
+    true: int
+    fake: int
+    distinct_true: int
+    distinct_fake: int
+    fake_cost_us: float
+    replays: int
+    graphs: list[int]
+    lane: Lane
+    match: MatchKind
+    tolerance_us: float
+    mean_span_us: float | None
+    mean_critical_path_us: float | None
+    non_graph_events: int
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["lane"], d["match"] = self.lane.value, self.match.value
+        return d
 
 
 @dataclass
@@ -98,8 +136,8 @@ class ReplayStat:
 
 @dataclass
 class DepsResult:
-    lane: str  # "channel" or "stream"
-    match: str  # "exact" (node ids in the trace) or "inferred" (by launch, name and order)
+    lane: Lane
+    match: MatchKind
     tolerance_us: float
     findings: list[Finding]
     replay_table: dict[str, np.ndarray]  # one array per ReplayStat field, replays in time order
@@ -129,26 +167,25 @@ class DepsResult:
         return sorted((f for f in self.findings if f.kind is DepKind.FAKE),
                       key=lambda f: (-f.cost_us, -f.count, f.before, f.after))
 
-    def to_json(self) -> dict[str, Any]:
+    def summary(self) -> DepsSummary:
         spans = self.replay_table["span_us"]
         crit = self.replay_table["critical_path_us"]
+        return DepsSummary(
+            true=self.n_true, fake=self.n_fake,
+            distinct_true=sum(1 for f in self.findings if f.kind is DepKind.TRUE),
+            distinct_fake=sum(1 for f in self.findings if f.kind is DepKind.FAKE),
+            fake_cost_us=round(sum(f.cost_us for f in self.findings if f.kind is DepKind.FAKE), 3),
+            replays=int(len(spans)), graphs=self.graphs, lane=self.lane, match=self.match,
+            tolerance_us=self.tolerance_us,
+            mean_span_us=round(float(spans.mean()), 3) if len(spans) else None,
+            mean_critical_path_us=round(float(crit.mean()), 3) if len(crit) else None,
+            non_graph_events=self.non_graph_events,
+        )
+
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": 1,
-            "summary": {
-                "true": self.n_true,
-                "fake": self.n_fake,
-                "distinct_true": sum(1 for f in self.findings if f.kind is DepKind.TRUE),
-                "distinct_fake": sum(1 for f in self.findings if f.kind is DepKind.FAKE),
-                "fake_cost_us": round(sum(f.cost_us for f in self.findings if f.kind is DepKind.FAKE), 3),
-                "replays": int(len(spans)),
-                "graphs": self.graphs,
-                "lane": self.lane,
-                "match": self.match,
-                "tolerance_us": self.tolerance_us,
-                "mean_span_us": round(float(spans.mean()), 3) if len(spans) else None,
-                "mean_critical_path_us": round(float(crit.mean()), 3) if len(crit) else None,
-                "non_graph_events": self.non_graph_events,
-            },
+            "summary": self.summary().to_json(),
             "serializations": [f.to_json() for f in sorted(
                 self.findings, key=lambda f: (f.kind is not DepKind.FAKE, -f.cost_us, f.before, f.after))],
             "inferred_waits": [w.to_json() for w in self.inferred_waits],
@@ -391,21 +428,21 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
     notes: list[str] = []
     if trace.has_graph_ids:
         m = _exact_match(trace, prepared)
-        match = "exact"
+        match = MatchKind.EXACT
     else:
         m, notes = _inferred_match(trace, prepared)
-        match = "inferred"
+        match = MatchKind.INFERRED
     if not len(m.ev):
         raise InvalidInputError(f"{trace.source} has no graph work to analyse.")
-    lane = "channel" if trace.has_channels else "stream"
-    if lane == "stream":
+    lane = Lane.CHANNEL if trace.has_channels else Lane.STREAM
+    if lane is Lane.STREAM:
         notes.append("The trace has no hardware channel data: serializations are taken per stream, "
                      "and waits behind unrelated work are inferred from timing.")
     ev = m.ev
     start, end = trace.start[ev], trace.end[ev]
     corr, dev = trace.correlation[ev], trace.device[ev]
     replay, rfirst = _dense(dev, m.graph, corr)
-    lanes_key = (trace.channel_type[ev], trace.channel[ev]) if lane == "channel" else (trace.stream[ev],)
+    lanes_key = (trace.channel_type[ev], trace.channel[ev]) if lane is Lane.CHANNEL else (trace.stream[ev],)
     lane_id, _ = _dense(*lanes_key)
     n_rep = len(rfirst)
 
@@ -488,7 +525,7 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
         "true": n_true[o], "fake": n_fake[o], "fake_cost_us": np.round(fake_cost[o], 3),
     }
     waits: list[InferredWait] = []
-    if lane == "stream":
+    if lane is Lane.STREAM:
         waits = _inferred_waits(prepared, m, start, end, ready, replay, tolerance_us)
     res = DepsResult(lane, match, tolerance_us, findings, stats, waits, sorted(prepared), notes, non_graph_events=m.other)
     res.suggestions = _suggest(res, trace, prepared)
@@ -573,7 +610,7 @@ def _suggest(res: DepsResult, trace: Trace, graphs: dict[int, _G]) -> list[str]:
         return out
     env = (trace.cgtool or {}).get("CUDA_DEVICE_MAX_CONNECTIONS")
     chans = {int(c) for c in np.unique(trace.channel) if c >= 0}
-    if res.lane == "channel":
+    if res.lane is Lane.CHANNEL:
         if env is not None and chans and len(chans) <= int(env or 8):
             out.append(
                 f"CUDA_DEVICE_MAX_CONNECTIONS={env} limits the GPU to {env} hardware channel(s) and "

@@ -9,8 +9,8 @@ from enum import Enum
 from typing import Any
 
 from cgtool.errors import UsageError
-from cgtool.inspect.graph import GraphData
-from cgtool.inspect.names import short_name
+from cgtool.artifacts.graph import GraphData
+from cgtool.artifacts.names import short_name
 from cgtool.inspect.topo import analyze
 
 
@@ -61,9 +61,12 @@ class GraphDiff:
     def changed(self) -> bool:
         return any(r.change is not Change.UNCHANGED for r in self.rows)
 
+    def counts(self) -> dict[Change, int]:
+        """How many rows have each kind of change."""
+        return {c: sum(1 for r in self.rows if r.change is c) for c in Change}
+
     def to_json(self) -> dict[str, Any]:
-        counts = {c.value: sum(1 for r in self.rows if r.change is c) for c in Change}
-        return {"summary": counts, "rows": [r.to_json() for r in self.rows]}
+        return {"summary": {c.value: n for c, n in self.counts().items()}, "rows": [r.to_json() for r in self.rows]}
 
 
 def diff(a: GraphData, b: GraphData) -> GraphDiff:

@@ -14,7 +14,7 @@ from collections import deque
 from typing import Any, Sequence
 
 from cgtool.errors import InvalidInputError
-from cgtool.inspect.graph import GraphData
+from cgtool.artifacts.graph import GraphData
 
 
 def topological_order(g: GraphData) -> list[int]:

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import networkx as nx
 
-from cgtool.inspect.graph import GraphData
+from cgtool.artifacts.graph import GraphData
 from cgtool.inspect.reach import Reachability, topological_order
 
 EXACT_WIDTH_LIMIT = 3000

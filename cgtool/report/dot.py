@@ -8,10 +8,16 @@ a trace, nodes are grouped into one cluster per hardware channel (or stream).
 
 from __future__ import annotations
 
+import io
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Mapping, TextIO
 
-from cgtool.inspect.graph import GraphData, NodeType
-from cgtool.inspect.names import demangle, short_name
+from cgtool.artifacts.graph import GraphData, NodeType
+from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
+from cgtool.errors import UsageError
+from cgtool.artifacts.names import demangle, short_name
 from cgtool.inspect.topo import Topology
 
 STYLE: dict[NodeType, tuple[str, str]] = {
@@ -126,3 +132,31 @@ def render_dot(
         style = ' [color=red, penwidth=2]' if (a, b) in crit_edges else ""
         w(f"  n{ra} -> n{rb}{style};\n")
     w("}\n")
+
+
+def dot_of_file(graph: Path, trace: Path | None = None, *, collapse: int = 4,
+                max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """The readable DOT of a graph export; with a trace, nodes grouped by the lane they ran on."""
+    from cgtool.artifacts.trace import load_trace
+    from cgtool.inspect.files import node_lanes
+    from cgtool.inspect.topo import analyze
+
+    g = GraphData.load(graph, max_bytes=max_bytes)
+    lanes = node_lanes(g, load_trace(trace, max_bytes=max_bytes)) if trace else None
+    buf = io.StringIO()
+    render_dot(g, buf, topo=analyze(g), collapse=collapse, lanes=lanes, title=str(graph))
+    return buf.getvalue()
+
+
+def render_image(dot_path: Path, img: Path, fmt: str) -> str:
+    """Render ``dot_path`` to ``img`` with Graphviz's ``dot`` program. Returns a note for the user
+    when Graphviz is not installed (the .dot stays), "" when the image was written."""
+    exe = shutil.which("dot")
+    if exe is None:
+        return (f"Graphviz's `dot` program is not installed, so {img} was not rendered; {dot_path} is "
+                "written. Install Graphviz (`apt-get install graphviz`, `brew install graphviz` or "
+                f"`conda install graphviz`) and run `dot -T{fmt} {dot_path} -o {img}`.")
+    r = subprocess.run([exe, f"-T{fmt}", str(dot_path), "-o", str(img)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise UsageError(f"`dot -T{fmt}` failed: {r.stderr.strip()[:300]}")
+    return ""

@@ -1,19 +1,25 @@
-"""Rich renderings of results. Each function writes to a given Console (tests use a fixed width)."""
+"""Rich renderings of typed results. Each function writes to a given Console, or returns a Table
+(tests render to a fixed width)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from cgtool.inspect.benchstats import Judgement, Stats
-from cgtool.inspect.deps import DepsResult
+from cgtool.artifacts.bench import BenchResults
+from cgtool.inspect.benchstats import Judgement
+from cgtool.inspect.deps import DepKind, DepsResult, Lane, MatchKind
 from cgtool.inspect.diff import Change, GraphDiff
-from cgtool.inspect.graph import GraphData
-from cgtool.inspect.names import short_name
+from cgtool.artifacts.graph import GraphData
+from cgtool.artifacts.names import short_name
 from cgtool.inspect.topo import Topology
+
+if TYPE_CHECKING:
+    from cgtool.capture.tracing import TraceSummary
 
 
 def _fmt_us(v: float | None) -> str:
@@ -59,25 +65,25 @@ def topo_table(con: Console, g: GraphData, t: Topology) -> None:
 
 
 def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
-    s = r.to_json()["summary"]
+    s = r.summary()
     head = Table(title="serializations in the trace", show_header=False, title_justify="left")
     head.add_column("what", style="bold")
     head.add_column("value")
-    head.add_row("true dependencies", f"{s['true']} ({s['distinct_true']} distinct pairs)")
-    head.add_row("fake dependencies", f"{s['fake']} ({s['distinct_fake']} distinct pairs), "
-                 f"{_fmt_us(s['fake_cost_us'])} of ready work waiting, summed over replays")
-    head.add_row("replays", f"{s['replays']} of exec graph {', '.join(map(str, s['graphs']))}")
-    head.add_row("lanes", "hardware channels" if r.lane == "channel" else "streams (no channel data in the trace)")
-    head.add_row("match", "exact (graph node ids)" if r.match == "exact" else "INFERRED (by launch, name and order)")
-    head.add_row("replay span / critical path", f"{_fmt_us(s['mean_span_us'])} / {_fmt_us(s['mean_critical_path_us'])} (mean)")
+    head.add_row("true dependencies", f"{s.true} ({s.distinct_true} distinct pairs)")
+    head.add_row("fake dependencies", f"{s.fake} ({s.distinct_fake} distinct pairs), "
+                 f"{_fmt_us(s.fake_cost_us)} of ready work waiting, summed over replays")
+    head.add_row("replays", f"{s.replays} of exec graph {', '.join(map(str, s.graphs))}")
+    head.add_row("lanes", "hardware channels" if r.lane is Lane.CHANNEL else "streams (no channel data in the trace)")
+    head.add_row("match", "exact (graph node ids)" if r.match is MatchKind.EXACT else "INFERRED (by launch, name and order)")
+    head.add_row("replay span / critical path", f"{_fmt_us(s.mean_span_us)} / {_fmt_us(s.mean_critical_path_us)} (mean)")
     con.print(head)
     fakes = r.fakes()[:top]
     if fakes:
-        tab = Table(title=f"top fake dependencies (of {s['distinct_fake']})", title_justify="left")
-        for c in ("before", "after", "channel" if r.lane == "channel" else "stream", "count", "gap", "cost"):
+        tab = Table(title=f"top fake dependencies (of {s.distinct_fake})", title_justify="left")
+        for c in ("before", "after", r.lane.value, "count", "gap", "cost"):
             tab.add_column(c, justify="right" if c in ("count", "gap", "cost") else "left")
         for f in fakes:
-            lane = str(f.channel) if r.lane == "channel" else str(f.stream)
+            lane = str(f.channel) if r.lane is Lane.CHANNEL else str(f.stream)
             tab.add_row(f"#{f.before & 0xFFFFFFFF} {short_name(f.before_name, 32)}",
                         f"#{f.after & 0xFFFFFFFF} {short_name(f.after_name, 32)}", lane, str(f.count),
                         _fmt_us(f.gap_us), _fmt_us(f.cost_us))
@@ -92,11 +98,11 @@ def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
         con.print(tab)
     lanes: dict[Any, list[int]] = {}
     for f in r.findings:
-        key = f.channel if r.lane == "channel" else f.stream
-        lanes.setdefault(key, [0, 0])[0 if f.kind.value == "true" else 1] += f.count
+        key = f.channel if r.lane is Lane.CHANNEL else f.stream
+        lanes.setdefault(key, [0, 0])[0 if f.kind is DepKind.TRUE else 1] += f.count
     if lanes:
-        tab = Table(title=f"per {r.lane}", title_justify="left")
-        tab.add_column(r.lane)
+        tab = Table(title=f"per {r.lane.value}", title_justify="left")
+        tab.add_column(r.lane.value)
         tab.add_column("true", justify="right")
         tab.add_column("fake", justify="right")
         for k in sorted(lanes, key=lambda x: (x is None, x)):
@@ -117,11 +123,10 @@ def diff_table(con: Console, d: GraphDiff) -> None:
             continue
         tab.add_row(r.section, short_name(r.key, 50), f"{r.a:g}", f"{r.b:g}", r.change.value)
     con.print(tab)
-    counts = d.to_json()["summary"]
-    con.print(" · ".join(f"{k} {v}" for k, v in counts.items()), highlight=False)
+    con.print(" · ".join(f"{k.value} {v}" for k, v in d.counts().items()), highlight=False, markup=False)
 
 
-def bench_table(doc: dict[str, Any], judgements: list[Judgement] | None) -> Table:
+def bench_table(res: BenchResults, judgements: list[Judgement] | None) -> Table:
     """The bench results table: per workload the GPU µs statistics, host cost, eager and notes."""
     jd = {j.name: j for j in judgements or []}
     tab = Table(title="cgtool bench (GPU µs per replay)", title_justify="left")
@@ -129,35 +134,48 @@ def bench_table(doc: dict[str, Any], judgements: list[Judgement] | None) -> Tabl
         tab.add_column(c, justify="left" if c in ("workload", "note") else "right")
     if judgements:
         tab.add_column("vs baseline")
-    for name, w in doc["workloads"].items():
-        spec, _, rank = name.partition(" [rank ")
+    for w in res.workloads:
+        spec = w.workload
         label = Path(spec).name if spec.endswith(".py") or ".py:" in spec else spec
-        label += f" [rank {rank}" if rank else ""
-        if w.get("error"):
+        label += f" [rank {w.rank}]" if w.rank is not None else ""
+        if w.failed:
             row = [label] + ["-"] * 8 + ["FAILED (below)"]
         else:
-            s = Stats.of(w["gpu_us"])
-            h = Stats.of(w["host_us"]).median if w.get("host_us") else None
-            e = Stats.of(w["eager_us"]).median if w.get("eager_us") else None
+            s = w.stats()
+            h, e = w.host_median(), w.eager_median()
             notes = []
             if s.noisy:
                 notes.append(f"noisy (IQR {100 * s.iqr / s.median:.0f}%)")
-            clk = [c for c in (w.get("clock_mhz") or []) if c]
+            clk = [c for c in w.clock_mhz if c]
             if clk and (max(clk) - min(clk)) / min(clk) > 0.05:
                 notes.append(f"clock moved {min(clk)}–{max(clk)} MHz")
-            rm = w.get("run_medians_us") or []
+            rm = w.run_medians_us
             if len(rm) > 1 and (max(rm) - min(rm)) / min(rm) > 0.01:
                 notes.append(f"runs differ by {100 * (max(rm) - min(rm)) / min(rm):.1f}%")
-            if w.get("sampling") == "per-replay":
+            if w.sampling == "per-replay":
                 notes.append("per-replay events")
             row = [label, f"{s.median:.2f}", f"{s.iqr:.2f}", f"{s.min:.2f}", f"{s.p90:.2f}", f"{s.p99:.2f}",
                    f"{h:.2f}" if h is not None else "-", f"{e:.2f}" if e is not None else "-",
                    f"{e / s.median:.2f}x" if e and s.median else "-", ", ".join(notes)]
         if judgements:
-            j = jd.get(name)
+            j = jd.get(w.key)
             row.append(f"{j.verdict.value}: {j.reason}" if j else "-")
-        tab.add_row(*row)
+        tab.add_row(*(Text(c) for c in row))
     return tab
+
+
+def bench_summary_md(res: BenchResults, judgements: list[Judgement] | None) -> str:
+    """The bench results as a markdown table (for GITHUB_STEP_SUMMARY)."""
+    lines = ["### cgtool bench", "", "| workload | median µs | IQR | eager µs | verdict |", "|---|---:|---:|---:|---|"]
+    jd = {j.name: j for j in judgements or []}
+    for w in res.workloads:
+        if w.failed:
+            lines.append(f"| {w.key} | - | - | - | failed |")
+            continue
+        s, e = w.stats(), w.eager_median()
+        v = jd[w.key].verdict.value + f" ({jd[w.key].reason})" if w.key in jd else "-"
+        lines.append(f"| {w.key} | {s.median:.2f} | {s.iqr:.2f} | {'-' if e is None else f'{e:.2f}'} | {v} |")
+    return "\n".join(lines) + "\n"
 
 
 def rank_table(title: str, rows: list[dict[str, Any]]) -> Table:
@@ -167,5 +185,44 @@ def rank_table(title: str, rows: list[dict[str, Any]]) -> Table:
     for k in keys:
         tab.add_column(k)
     for r in rows:
-        tab.add_row(*(str(r[k]) for k in keys))
+        tab.add_row(*(Text(str(r[k])) for k in keys))
+    return tab
+
+
+def bundle_row(rank: int, label: str, g: GraphData, t: Topology, check_ok: bool | None, dest: Path) -> dict[str, Any]:
+    """One row of the per-rank capture table (JSON-able: it travels between ranks)."""
+    return {"rank": rank, "graph": label, "nodes": t.nodes, "edges": t.edges,
+            "kernels": t.nodes_by_type.get("kernel", 0), "depth": t.depth, "exec graph id": g.exec_graph_id,
+            "replay vs eager": "match" if check_ok else ("not checked" if check_ok is None else "MISMATCH"),
+            "bundle": str(dest)}
+
+
+def trace_line(s: "TraceSummary", replays: int) -> str:
+    """The one-line report of a written trace."""
+    if s.collector == "torch":
+        return (f"{s.gpu_events} kernels over {replays} replays, {s.graphs} graph(s) (torch.profiler: no hardware "
+                f"channels{'' if s.has_node_ids else '; no graph node ids on this PyTorch'})")
+    return (f"{s.gpu_events} GPU events over {replays} replays, {s.graphs} graph(s), "
+            f"channels {s.channels}, dropped records {s.dropped}")
+
+
+def facts_table(title: str, facts: Mapping[str, str]) -> Table:
+    """Two columns of (what, value), values shown literally."""
+    tab = Table(title=title, show_header=False, title_justify="left")
+    tab.add_column("what", style="bold")
+    tab.add_column("value")
+    for k, v in facts.items():
+        tab.add_row(Text(k), Text(v))
+    return tab
+
+
+def deps_ranks_table(results: Mapping[int, DepsResult]) -> Table:
+    """One row per rank of a per-rank deps analysis."""
+    tab = Table(title=f"per rank ({len(results)} rank{'s' if len(results) != 1 else ''})", title_justify="left")
+    for c in ("rank", "true", "fake", "fake cost µs", "replays", "mean span µs", "mean critical path µs"):
+        tab.add_column(c)
+    for r, res in results.items():
+        sm = res.summary()
+        tab.add_row(str(r), str(sm.true), str(sm.fake), f"{sm.fake_cost_us:.1f}", str(sm.replays),
+                    str(sm.mean_span_us), str(sm.mean_critical_path_us))
     return tab

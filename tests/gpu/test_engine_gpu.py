@@ -124,7 +124,7 @@ def test_debug_dump(torch, tmp_path):
 
 def test_get_graph_data_schema_and_edges(torch):
     from cgtool.capture.graph import Graph
-    from cgtool.inspect.graph import GraphData
+    from cgtool.artifacts.graph import GraphData
 
     g = Graph(keep_graph=True)
     x = torch.ones(1024, device="cuda")

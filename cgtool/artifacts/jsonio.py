@@ -1,6 +1,8 @@
 """Reading and writing JSON artifacts: gzip by content, a cap on decompressed size, atomic writes.
 
-cgtool never unpickles: every artifact is JSON (optionally gzip-compressed).
+cgtool never unpickles: every artifact is JSON (optionally gzip-compressed). An output path of
+``-`` is standard output. Writes replace only regular files (through a temporary file and a
+rename); a device, a FIFO or a symlink's target that is not a regular file is written through.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ import gzip
 import io
 import mmap
 import os
+import stat
+import sys
 import tempfile
 import zlib
 from pathlib import Path
@@ -19,6 +23,8 @@ import msgspec
 from cgtool.errors import InvalidInputError, OutputExistsError, UsageError
 
 GZIP_MAGIC = b"\x1f\x8b"
+#: The output path that means standard output.
+STDOUT = "-"
 #: Default cap on the decompressed size of a gzip input (a gzip bomb stops here).
 DEFAULT_MAX_BYTES = 8 * 1024**3
 
@@ -48,15 +54,23 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYT
                 # A private (copy-on-write) mapping: writable, the file itself never changes,
                 # and nothing is read or zero-filled up front.
                 return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # type: ignore[return-value]
-            data = f.read(max_bytes + 1)
-            if len(data) > max_bytes:
-                raise InvalidInputError(
-                    f"{p} is larger than the {max_bytes:,}-byte limit. "
-                    "Raise it with --max-bytes if the file is genuine."
-                )
-            return data
+            return _read_capped(f, p, max_bytes)
         out = _gunzip_capped(f, p, max_bytes)
         return out if mutable else bytes(out)
+
+
+def _read_capped(f: io.BufferedReader, p: Path, max_bytes: int) -> bytes:
+    # In chunks up to the cap: never ask for a buffer of the cap's size (an address-space limit
+    # would refuse it), and stop a device or an endless stream at the cap.
+    buf = bytearray()
+    while len(buf) <= max_bytes:
+        chunk = f.read(min(1 << 24, max_bytes + 1 - len(buf)))
+        if not chunk:
+            return bytes(buf)
+        buf += chunk
+    raise InvalidInputError(
+        f"{p} is larger than the {max_bytes:,}-byte limit. Raise it with --max-bytes if the file is genuine."
+    )
 
 
 def _gunzip_capped(f: io.BufferedReader, p: Path, max_bytes: int) -> bytes:
@@ -114,8 +128,13 @@ def load_json(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTE
         raise InvalidInputError(describe_json_error(path, data, e)) from None
 
 
+def is_stdout(path: str | os.PathLike[str] | None) -> bool:
+    """Whether an output path means standard output (``-``)."""
+    return path is not None and os.fspath(path) == STDOUT
+
+
 def check_writable(path: str | os.PathLike[str], force: bool) -> Path:
-    """Refuse to overwrite ``path`` unless ``force``; make sure its folder exists."""
+    """Refuse to overwrite ``path`` unless ``force``; refuse a directory."""
     p = Path(path)
     if p.exists() and not force:
         raise OutputExistsError(p)
@@ -125,11 +144,24 @@ def check_writable(path: str | os.PathLike[str], force: bool) -> Path:
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, force: bool = False) -> Path:
-    """Write ``data`` to ``path`` through a temporary file and a rename: never a half-written file."""
+    """Write ``data`` to ``path`` through a temporary file and a rename: never a half-written file.
+
+    ``-`` writes to standard output. Only a regular file is ever replaced: a symlink is followed
+    to its target, and a device or a FIFO is written through."""
+    if is_stdout(path):
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return Path(STDOUT)
     p = check_writable(path, force)
-    p.parent.mkdir(parents=True, exist_ok=True)
     if p.suffix == ".gz":
         data = gzip.compress(data, compresslevel=6, mtime=0)
+    if p.is_symlink():
+        p = p.resolve()
+    if p.exists() and not stat.S_ISREG(p.stat().st_mode):
+        with open(p, "wb") as f:  # a device or a FIFO: never renamed over
+            f.write(data)
+        return Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
         # mkstemp creates 0600; give the file the mode a plain open() would (0666 less umask).
@@ -142,7 +174,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, force: bool
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return p
+    return Path(path)
 
 
 def dumps(obj: Any, *, indent: bool = True) -> bytes:

@@ -9,7 +9,7 @@ from typing import Any, Union
 import msgspec
 
 from cgtool.errors import InvalidInputError
-from cgtool.jsonio import read_bytes
+from cgtool.artifacts.jsonio import read_bytes
 
 _RANK = re.compile(r"rank[_-]?(\d+)")
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence, Union
 import msgspec
 
 from cgtool.errors import InvalidInputError
-from cgtool.jsonio import describe_json_error, read_bytes, write_json
+from cgtool.artifacts.jsonio import describe_json_error, read_bytes, write_json
 
 #: Version of the ``"cgtool"`` block this code writes. Older versions load with defaults.
 SCHEMA_VERSION = 1

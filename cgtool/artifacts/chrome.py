@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 from typing import Any, Iterable, Mapping
 
-from cgtool.inspect.names import demangle
+from cgtool.artifacts.names import demangle
 
 TRACE_SCHEMA_VERSION = 1
 _GPU_CAT = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}

@@ -26,7 +26,7 @@ import msgspec
 import numpy as np
 
 from cgtool.errors import InvalidInputError
-from cgtool.jsonio import DEFAULT_MAX_BYTES, describe_json_error, read_bytes
+from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, describe_json_error, read_bytes
 
 #: Event categories of GPU work, and the kind cgtool gives each.
 GPU_CATS = {"kernel": 0, "gpu_memcpy": 1, "gpu_memset": 2, "Kernel": 0, "Memcpy": 1, "Memset": 2}
@@ -182,6 +182,25 @@ def load_trace(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace
                 close()
             except BufferError:  # pragma: no cover - a view is still alive; the GC will close it
                 pass
+
+
+def load_trace_and_doc(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Trace, dict[str, Any]]:
+    """The trace's columns and the whole document (for writing an annotated copy), from one read."""
+    src = str(path)
+    data = read_bytes(path, max_bytes=max_bytes)
+    try:
+        doc = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
+        raise InvalidInputError(describe_json_error(src, data, e)) from None
+    if not isinstance(doc, dict):
+        raise _bad(src, "is not a chrome trace cgtool can read: expected an object with a 'traceEvents' list.")
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(bytearray(data), src), doc
+    finally:
+        if was:
+            gc.enable()
 
 
 def _load(data: Any, src: str) -> Trace:

@@ -1,0 +1,249 @@
+"""Bench results: the typed artifact ``cgtool bench --json`` writes and ``--baseline`` reads.
+
+A result file holds, per workload, every raw sample (µs per replay, one per timed block), the
+host-side launch cost samples, the eager samples and the environment fingerprint, so any statistic
+can be recomputed. On disk (schema version 1, unchanged)::
+
+    {"kind": "bench", "schema_version": 1, "environment": {...},
+     "workloads": {"<key>": {"workload": "chain.py", "rank": 0, "gpu_us": [...], ...}}}
+
+The key is only a unique label (``"<workload>"``, or ``"<workload> [rank <r>]"`` under torchrun);
+the rank is the ``rank`` field. Files written before the field existed are read by taking the rank
+from the key, once, here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, load_json, write_json
+from cgtool.errors import InvalidInputError
+
+BENCH_SCHEMA_VERSION = 1
+#: A workload whose interquartile range exceeds this share of its median is flagged noisy.
+NOISY_IQR = 0.10
+#: Fingerprint fields that must match for a comparison (unless --allow-env-mismatch).
+ENV_KEYS = ("device", "driver_version", "cuda_driver", "torch")
+
+_RANK_KEY = re.compile(r"^(?P<spec>.*) \[rank (?P<rank>\d+)\]$")
+#: Fields with a typed attribute; anything else a result carries travels in ``extra``.
+_TYPED = {"workload", "rank", "gpu_us", "host_us", "eager_us", "error", "exit_code", "diagnosis",
+          "clock_mhz", "runs", "run_medians_us", "environment", "sampling"}
+
+
+def quantile(xs: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile (numpy's default method)."""
+    s = sorted(xs)
+    if not s:
+        return float("nan")
+    pos = (len(s) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Order statistics of a list of samples (µs)."""
+
+    median: float
+    q1: float
+    q3: float
+    min: float
+    p90: float
+    p99: float
+    n: int
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def noisy(self) -> bool:
+        return self.median > 0 and self.iqr / self.median > NOISY_IQR
+
+    @classmethod
+    def of(cls, xs: Sequence[float]) -> "Stats":
+        return cls(quantile(xs, 0.5), quantile(xs, 0.25), quantile(xs, 0.75), min(xs) if xs else float("nan"),
+                   quantile(xs, 0.9), quantile(xs, 0.99), len(xs))
+
+
+@dataclass(frozen=True)
+class WorkloadResult:
+    """The measurement of one workload (on one rank): raw samples, or the error that stopped it."""
+
+    workload: str
+    rank: int | None = None
+    gpu_us: tuple[float, ...] = ()
+    host_us: tuple[float, ...] = ()
+    eager_us: tuple[float, ...] | None = None
+    sampling: str = ""
+    clock_mhz: tuple[int | None, ...] = ()
+    #: Fresh processes pooled into this result, and each one's median GPU µs.
+    runs: int = 1
+    run_medians_us: tuple[float, ...] = ()
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    exit_code: int | None = None
+    diagnosis: Mapping[str, Any] | None = None
+    #: Other fields of the result (nodes, graphs, check_ok, ...), kept as written.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """The label of this result in a file and in tables."""
+        return self.workload if self.rank is None else f"{self.workload} [rank {self.rank}]"
+
+    @property
+    def ident(self) -> tuple[str, int | None]:
+        """What a baseline is matched on: the workload and the rank."""
+        return (self.workload, self.rank)
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def stats(self) -> Stats:
+        return Stats.of(self.gpu_us)
+
+    def host_median(self) -> float | None:
+        return Stats.of(self.host_us).median if self.host_us else None
+
+    def eager_median(self) -> float | None:
+        return Stats.of(self.eager_us).median if self.eager_us else None
+
+    @classmethod
+    def failure(cls, workload: str, message: str, exit_code: int, *, rank: int | None = None,
+                diagnosis: Mapping[str, Any] | None = None) -> "WorkloadResult":
+        return cls(workload, rank, error=message, exit_code=exit_code, diagnosis=diagnosis)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"workload": self.workload}
+        if self.rank is not None:
+            d["rank"] = self.rank
+        if self.failed:
+            d.update(error=self.error, exit_code=self.exit_code)
+            if self.diagnosis is not None:
+                d["diagnosis"] = dict(self.diagnosis)
+            return d
+        d.update(gpu_us=list(self.gpu_us), sampling=self.sampling, host_us=list(self.host_us),
+                 eager_us=None if self.eager_us is None else list(self.eager_us))
+        d.update(self.extra)
+        d.update(clock_mhz=list(self.clock_mhz), environment=dict(self.environment))
+        if self.runs != 1 or self.run_medians_us:
+            d.update(runs=self.runs, run_medians_us=list(self.run_medians_us))
+        return d
+
+    @classmethod
+    def from_json(cls, key: str, w: Any, source: str) -> "WorkloadResult":
+        if not isinstance(w, dict):
+            raise InvalidInputError(f"{source}: workload {key!r} should be an object.")
+        m = _RANK_KEY.match(key)
+        workload = w.get("workload") if isinstance(w.get("workload"), str) else (m["spec"] if m else key)
+        rank = w.get("rank")
+        if rank is None and m:
+            rank = int(m["rank"])  # files written before the rank field
+        if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
+            raise InvalidInputError(f"{source}: workload {key!r} has rank {rank!r}; expected a non-negative integer.")
+        if w.get("error"):
+            return cls.failure(str(workload), str(w["error"]), int(w.get("exit_code") or 3), rank=rank,
+                               diagnosis=w.get("diagnosis") if isinstance(w.get("diagnosis"), dict) else None)
+        return cls(
+            workload=str(workload), rank=rank,
+            gpu_us=_samples(w.get("gpu_us"), source, key, "gpu_us", required=True),
+            host_us=_samples(w.get("host_us"), source, key, "host_us"),
+            eager_us=_samples(w.get("eager_us"), source, key, "eager_us") or None,
+            sampling=str(w.get("sampling") or ""),
+            clock_mhz=tuple(c if isinstance(c, int) and not isinstance(c, bool) else None
+                            for c in (w.get("clock_mhz") or []) if isinstance(w.get("clock_mhz"), list)),
+            runs=int(w["runs"]) if isinstance(w.get("runs"), int) else 1,
+            run_medians_us=_samples(w.get("run_medians_us"), source, key, "run_medians_us"),
+            environment=w["environment"] if isinstance(w.get("environment"), dict) else {},
+            extra={k: v for k, v in w.items() if k not in _TYPED},
+        )
+
+
+def _samples(xs: Any, source: str, key: str, name: str, *, required: bool = False) -> tuple[float, ...]:
+    if xs is None and not required:
+        return ()
+    if (not isinstance(xs, list) or (required and not xs)
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)):
+        raise InvalidInputError(f"{source}: workload {key!r} has no list of numeric samples in {name!r}.")
+    return tuple(float(x) for x in xs)
+
+
+def merge(runs: Sequence[WorkloadResult]) -> WorkloadResult:
+    """Pool the results of several fresh processes of one workload: samples concatenated, each
+    run's median kept (a process-level offset is noise the gate must see). A failed run wins."""
+    if not runs:
+        raise ValueError("merge needs at least one result")
+    for r in runs:
+        if r.failed:
+            return r
+    first = runs[0]
+    eager = [x for r in runs for x in (r.eager_us or ())] if all(r.eager_us for r in runs) else first.eager_us
+    return replace(
+        first,
+        gpu_us=tuple(x for r in runs for x in r.gpu_us),
+        host_us=tuple(x for r in runs for x in r.host_us),
+        eager_us=tuple(eager) if eager else None,
+        clock_mhz=tuple(c for r in runs for c in r.clock_mhz),
+        runs=len(runs),
+        run_medians_us=tuple(r.stats().median for r in runs),
+    )
+
+
+@dataclass(frozen=True)
+class BenchResults:
+    """Every workload's result of one ``cgtool bench`` run, and the machine it ran on."""
+
+    workloads: tuple[WorkloadResult, ...]
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    schema_version: int = BENCH_SCHEMA_VERSION
+
+    @classmethod
+    def of(cls, results: Sequence[WorkloadResult]) -> "BenchResults":
+        ok = [w for w in results if not w.failed]
+        return cls(tuple(results), ok[0].environment if ok else {})
+
+    def by_ident(self) -> dict[tuple[str, int | None], WorkloadResult]:
+        return {w.ident: w for w in self.workloads}
+
+    @property
+    def failed(self) -> list[WorkloadResult]:
+        return [w for w in self.workloads if w.failed]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "bench", "schema_version": self.schema_version,
+                "workloads": {w.key: w.to_json() for w in self.workloads},
+                "environment": dict(self.environment)}
+
+    @classmethod
+    def from_json(cls, doc: Any, source: str) -> "BenchResults":
+        if not isinstance(doc, dict) or doc.get("kind") != "bench" or not isinstance(doc.get("workloads"), dict):
+            raise InvalidInputError(f"{source} is not a cgtool bench result (no kind='bench' with a 'workloads' "
+                                    "object). Write one with `cgtool bench --json FILE`.")
+        v = doc.get("schema_version", 1)
+        if not isinstance(v, int) or isinstance(v, bool) or v > BENCH_SCHEMA_VERSION:
+            raise InvalidInputError(f"{source} has bench schema version {v!r}; this cgtool reads up to "
+                                    f"{BENCH_SCHEMA_VERSION}. Upgrade cgtool.")
+        ws = tuple(WorkloadResult.from_json(str(k), w, source) for k, w in doc["workloads"].items())
+        env = doc.get("environment")
+        return cls(ws, env if isinstance(env, dict) else {}, v)
+
+    @classmethod
+    def load(cls, path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> "BenchResults":
+        return cls.from_json(load_json(path, max_bytes=max_bytes), str(path))
+
+    def save(self, path: str | Path, *, force: bool = False) -> Path:
+        return write_json(path, self.to_json(), force=force)
+
+
+def env_mismatch(old: BenchResults, new: BenchResults) -> list[str]:
+    """The fingerprint fields that differ between two results (empty: comparable)."""
+    eo, en = old.environment, new.environment
+    return [f"{k}: {eo.get(k)!r} vs {en.get(k)!r}" for k in ENV_KEYS if eo.get(k) != en.get(k)]
