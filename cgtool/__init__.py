@@ -4,8 +4,11 @@ The package is layered (imports point one way, down):
 
 * ``cgtool.cli``      thin typer commands
 * ``cgtool.report``   renderers (rich tables, DOT, JSON, markdown)
-* ``cgtool.inspect``  pure analysis of artifacts; never imports torch
+* ``cgtool.inspect``  pure analysis of artifacts; never imports torch or ``capture``
 * ``cgtool.capture``  the only code that touches torch.cuda, cuda.bindings and CUPTI
+* ``cgtool.artifacts`` the typed formats both sides speak (graph, trace, bench) and JSON I/O
+
+docs/architecture.md says where a new command or analysis goes.
 """
 
 __version__ = "0.1.0"

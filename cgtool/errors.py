@@ -1,6 +1,8 @@
-"""One error hierarchy for the whole tool. Only the CLI catches these.
+"""One error hierarchy for the whole tool. The CLI catches these and maps them to exit codes; the
+only other place is a child process (``cgtool.capture.child``), which hands them to its parent as
+JSON.
 
-Every error carries the exit code of DESIGN.md's scheme and a message that names what failed,
+Every error carries the exit code of the README's scheme and a message that names what failed,
 the value, and the fix, written as one readable paragraph.
 """
 

@@ -19,19 +19,20 @@ import gc
 import os
 from operator import attrgetter
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, Union
 
 import msgspec
 import numpy as np
 
+from cgtool.artifacts.graph import LOW32
 from cgtool.errors import InvalidInputError
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, describe_json_error, read_bytes
 
 #: Event categories of GPU work, and the kind cgtool gives each.
 GPU_CATS = {"kernel": 0, "gpu_memcpy": 1, "gpu_memset": 2, "Kernel": 0, "Memcpy": 1, "Memset": 2}
 KINDS = ("kernel", "memcpy", "memset")
-LOW32 = 0xFFFFFFFF
 _CHUNK = 1 << 16
 
 
@@ -110,6 +111,14 @@ class GpuEvent:
     seq: int
 
 
+class NodeIdForm(str, Enum):
+    """How a trace writes graph node ids."""
+
+    FULL = "full"  # "graph node id" holds the full 64-bit tools id (CUPTI, newer Kineto)
+    LOW32 = "low32+graph id"  # only the low 32 bits, beside "graph id" (PyTorch's newer CUPTI monitor)
+    NONE = "none"  # no node ids (Kineto in torch <= 2.12): the match to nodes is inferred
+
+
 @dataclass
 class Trace:
     """GPU events as numpy columns (one row per kernel/memcpy/memset), plus graph launches.
@@ -135,7 +144,7 @@ class Trace:
     launches: dict[int, float]  # correlation id of each cudaGraphLaunch -> host start (µs)
     cgtool: dict[str, Any] | None = None
     n_events: int = 0
-    node_id_form: str = "none"  # "full", "low32+graph id", "none"
+    node_id_form: NodeIdForm = NodeIdForm.NONE
     channel_types: list[str] = field(default_factory=list)  # names of string channel types
 
     def __len__(self) -> int:
@@ -439,9 +448,9 @@ def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
     gid, nid, chan, ctype = col("gid", np.int64), col("nid", np.int64), col("chan", np.int64), col("ctype", np.int64)
     # Node ids: full 64-bit, or low 32 bits completed by "graph id" (-1: no node id).
     full = nid > LOW32
-    form = "none"
+    form = NodeIdForm.NONE
     if full.any():
-        form = "full"
+        form = NodeIdForm.FULL
         hi = nid[full] >> 32
         clash = (gid[full] != 0) & (gid[full] != hi)
         if clash.any():
@@ -457,7 +466,7 @@ def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
                    "bits and there is no 'graph id' to complete it.")
     low &= gid > 0
     if low.any() and form == "none":
-        form = "low32+graph id"
+        form = NodeIdForm.LOW32
     tools = np.where(full, nid, np.where(low, (gid << 32) | np.maximum(nid, 0), 0))
     tools[gid == 0] = 0  # CUPTI writes graph id 0 for work outside graphs
     return Trace(

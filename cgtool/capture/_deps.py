@@ -8,6 +8,15 @@ from typing import Any
 from cgtool.errors import CaptureError, MissingExtraError
 
 
+def cuda_available() -> bool:
+    """Whether torch is installed and sees a CUDA device (False without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
 def require_torch(what: str = "This command") -> ModuleType:
     try:
         import torch

@@ -17,14 +17,6 @@ import typer
 from cgtool.cli._common import err, out
 
 
-def _gpu_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
 def _data(name: str) -> Path:
     return Path(str(resources.files("cgtool") / "data" / name))
 
@@ -38,7 +30,9 @@ def demo(
 ) -> None:
     """Run the main job: capture + trace + deps + bench on a GPU, or the analysis of a bundled
     real recording without one."""
-    if _gpu_available():
+    from cgtool.capture._deps import cuda_available
+
+    if cuda_available():
         _gpu_demo(workload)
     else:
         _recording_demo()

@@ -1,1 +1,2 @@
-"""Pure analysis of cgtool artifacts. Nothing here imports torch or touches a GPU."""
+"""Pure analysis of cgtool artifacts (``cgtool.artifacts``). Nothing here imports torch, touches a
+GPU or imports ``cgtool.capture``."""

@@ -12,16 +12,15 @@ from typing import Any, Sequence
 
 from cgtool.errors import UsageError
 from cgtool.inspect.deps import DepKind, DepsResult
-from cgtool.artifacts.graph import GraphData
+from cgtool.artifacts.graph import LOW32, GraphData
 
-_LOW32 = 0xFFFFFFFF
 
 
 def _tools_id(args: dict[str, Any]) -> int | None:
     v = args.get("graph node id")
     if not isinstance(v, int):
         return None
-    if v > _LOW32:
+    if v > LOW32:
         return v
     g = args.get("graph id")
     return (g << 32) | v if isinstance(g, int) and g else None

@@ -1,6 +1,6 @@
 """True and fake dependencies: every serialization a trace shows, classified against the graph.
 
-Words (DESIGN.md): in one replay, on one hardware channel (one stream when the trace has no
+Words (docs/architecture.md): in one replay, on one hardware channel (one stream when the trace has no
 channel data), a *serialization* A→B is B starting at or after A's end (within ``tolerance_us``),
 A being the item on that lane that ended last before B started (of items ending at the same
 nanosecond, the one that started last). It is a **true** dependency when

@@ -1,1 +1,3 @@
-"""Renderers: turn analysis results into rich tables, DOT, JSON and markdown."""
+"""Renderers: typed analysis results into rich tables (``tables``) and Graphviz DOT (``dot``).
+
+JSON is each result's own ``to_json()``, written by ``cgtool.artifacts.jsonio``."""
