@@ -19,7 +19,7 @@ err = Console(stderr=True)
 Force = Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")]
 MaxBytes = Annotated[int, typer.Option("--max-bytes", min=1, help="Refuse inputs that are (or decompress to) more bytes than this.")]
 JsonOut = Annotated[Optional[Path], typer.Option("--json", help="Also write the result as JSON (`-`: standard output).")]
-__all__ = ["DEFAULT_MAX_BYTES", "Force", "JsonOut", "MaxBytes", "err", "out", "output_path", "wrote"]
+__all__ = ["DEFAULT_MAX_BYTES", "Force", "JsonOut", "MaxBytes", "err", "out", "output_path", "wrote", "console_for"]
 
 
 def output_path(path: Optional[Path], force: bool, *, inputs: tuple[Optional[Path], ...] = ()) -> Optional[Path]:
@@ -36,6 +36,11 @@ def output_path(path: Optional[Path], force: bool, *, inputs: tuple[Optional[Pat
     if path.exists() and not force:
         raise OutputExistsError(path)
     return path
+
+
+def console_for(json_out: Optional[Path]) -> Console:
+    """Where the human-readable report goes: stdout, or stderr when ``--json -`` takes stdout."""
+    return err if is_stdout(json_out) else out
 
 
 def wrote(path: Optional[Path], what: str = "") -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.text import Text
 
-from cgtool.cli._common import DEFAULT_MAX_BYTES, Force, JsonOut, MaxBytes, err, out, output_path, wrote
+from cgtool.cli._common import DEFAULT_MAX_BYTES, Force, JsonOut, MaxBytes, console_for, err, out, output_path, wrote
 from cgtool.errors import CheckFailed, UsageError
 from cgtool.inspect.deps import DEFAULT_TOLERANCE_US
 
@@ -36,16 +35,17 @@ def deps(
 
     output_path(json_out, force, inputs=(trace, *(graph or [])))
     output_path(annotate, force, inputs=(trace, *(graph or [])))
+    con = console_for(json_out)
     if trace.is_dir():
         if graph or annotate:
             raise UsageError("With a folder of per-rank traces, --graph and --annotate are not taken: "
                              "each cgtool trace embeds its graph; annotate one rank's file at a time.")
         ranks = deps_of_ranks(trace, tolerance_us=tolerance_us, max_bytes=max_bytes)
         for r, (p, res) in ranks.items():
-            out.rule(Text(f"rank {r}: {p}"))
-            deps_report(out, res, top=top)
+            con.rule(Text(f"rank {r}: {p}"))
+            deps_report(con, res, top=top)
         results = {r: res for r, (_, res) in ranks.items()}
-        out.print(deps_ranks_table(results))
+        con.print(deps_ranks_table(results))
         if json_out is not None:
             write_json(json_out, {"schema_version": 1, "ranks": {str(r): res.to_json() for r, res in results.items()}},
                        force=force)
@@ -53,7 +53,7 @@ def deps(
     else:
         run = deps_of_file(trace, graph or [], tolerance_us=tolerance_us, max_bytes=max_bytes,
                            keep_doc=annotate is not None)
-        deps_report(out, run.result, top=top)
+        deps_report(con, run.result, top=top)
         if json_out is not None:
             write_json(json_out, run.result.to_json(), force=force)
         if annotate is not None and run.doc is not None:
@@ -78,15 +78,16 @@ def topo(
     from cgtool.report.tables import topo_table
 
     output_path(json_out, force, inputs=(graph, trace))
+    con = console_for(json_out)
     if graph.is_dir():
         ranks = topo_of_ranks(graph, max_bytes=max_bytes)
         for r, (g, t) in ranks.items():
-            out.rule(Text(f"rank {r}: {g.source}"))
-            topo_table(out, g, t)
+            con.rule(Text(f"rank {r}: {g.source}"))
+            topo_table(con, g, t)
         doc = {"ranks": {str(r): t.to_json() for r, (_, t) in ranks.items()}}
     else:
         g, t = topo_of_file(graph, trace, max_bytes=max_bytes)
-        topo_table(out, g, t)
+        topo_table(con, g, t)
         doc = t.to_json()
     if json_out is not None:
         write_json(json_out, doc, force=force)
@@ -154,7 +155,7 @@ def diff(
     output_path(json_out, force, inputs=(a, b))
     d = do_diff(GraphData.load(a, max_bytes=max_bytes), GraphData.load(b, max_bytes=max_bytes))
     hit = failed_conditions(d, fail_on or [])
-    diff_table(out, d)
+    diff_table(console_for(json_out), d)
     if json_out is not None:
         write_json(json_out, d.to_json(), force=force)
         wrote(json_out)

@@ -12,7 +12,7 @@ import typer
 from rich.progress import Progress
 
 from cgtool.artifacts.bench import BenchResults, env_mismatch
-from cgtool.cli._common import Force, err, out, output_path, wrote
+from cgtool.cli._common import Force, console_for, err, out, output_path, wrote
 from cgtool.errors import CaptureError, CheckFailed, InvalidInputError, UsageError
 from cgtool.inspect.benchstats import Judgement, Verdict, compare_results, parse_percent
 
@@ -114,7 +114,7 @@ def _finish(res: BenchResults, js: list[Judgement] | None, json_out: Optional[Pa
             doc["judgements"] = [j.to_json() for j in js]
         write_json(json_out, doc, force=force)
         wrote(json_out)
-    out.print(bench_table(res, js))
+    console_for(json_out).print(bench_table(res, js))
     for w in res.failed:
         err.print(f"{w.key} failed: {w.error}", markup=False, highlight=False)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -128,7 +128,7 @@ def _finish(res: BenchResults, js: list[Judgement] | None, json_out: Optional[Pa
     if bad:
         raise CheckFailed("performance gate failed: " + "; ".join(f"{j.name} {j.verdict.value} ({j.reason})" for j in bad))
     if js:
-        out.print("performance gate passed", highlight=False)
+        console_for(json_out).print("performance gate passed", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
