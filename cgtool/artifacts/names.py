@@ -135,3 +135,10 @@ def short_name(name: str, width: int = 60) -> str:
     out = f"{base}<{_functor(fn)}>" if fn else (f"{base}<…>" if targs else base)
     out = out.strip() or name
     return out if len(out) <= width else out[: width - 1] + "…"
+
+
+def template_name(name: str) -> str:
+    """The demangled name without its return type and parameter list, templates kept: what
+    tells apart kernels whose short names collide."""
+    s = demangle(name).strip()
+    return _strip_params(s[5:] if s.startswith("void ") else s) or s

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
-from cgtool.errors import CaptureError, UsageError
+from cgtool.errors import CaptureError, MissingExtraError, UsageError
 
 DEFAULT_FUNCTION = "setup"
 MODULE_NAME = "__cgtool_workload__"
@@ -136,6 +136,9 @@ def load_module(target: Target, args: list[str] | None = None) -> ModuleType:
                     "Check the name and that its package is importable from here (PYTHONPATH)."
                 ) from None
             where = _user_frame(e.__traceback__, target)
+            if (e.name or "").split(".")[0] in ("torch", "cuda", "cupti"):
+                raise MissingExtraError(f"{target.spec} (it imports {e.name!r} at {where or 'import'})",
+                                        detail=str(e.name)) from None
             raise CaptureError(
                 f"Importing {target.spec} failed at {where or 'import'}: {e}. Install the missing "
                 "package or fix the import."

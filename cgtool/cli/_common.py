@@ -13,11 +13,12 @@ from rich.console import Console
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, is_stdout
 from cgtool.errors import OutputExistsError, UsageError
 
-out = Console(soft_wrap=False)
-err = Console(stderr=True)
+# Text from inputs (kernel names, paths) is shown literally: no rich markup, no highlighting.
+out = Console(soft_wrap=False, markup=False, highlight=False)
+err = Console(stderr=True, markup=False, highlight=False)
 
 Force = Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")]
-MaxBytes = Annotated[int, typer.Option("--max-bytes", min=1, help="Refuse inputs that are (or decompress to) more bytes than this.")]
+MaxBytes = Annotated[int, typer.Option("--max-bytes", min=1, show_default="8 GiB", help="Refuse inputs that are (or decompress to) more bytes than this.")]
 JsonOut = Annotated[Optional[Path], typer.Option("--json", help="Also write the result as JSON (`-`: standard output).")]
 __all__ = ["DEFAULT_MAX_BYTES", "Force", "JsonOut", "MaxBytes", "err", "out", "output_path", "wrote", "console_for"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,7 +13,13 @@ from cgtool.cli._common import DEFAULT_MAX_BYTES, Force, JsonOut, MaxBytes, cons
 from cgtool.errors import CheckFailed, UsageError
 from cgtool.inspect.deps import DEFAULT_TOLERANCE_US
 
-Tolerance = Annotated[float, typer.Option(min=0.0, max=1e6, help="B counts as after A when it starts no earlier than this (µs) before A's end.")]
+def _finite_tolerance(v: float) -> float:
+    if not math.isfinite(v) or not 0 <= v <= 1e6:
+        raise typer.BadParameter(f"{v} is not a tolerance: give a number of µs from 0 to 1000000.")
+    return v
+
+
+Tolerance = Annotated[float, typer.Option(callback=_finite_tolerance, help="B counts as after A when it starts no earlier than this (µs) before A's end (0 to 1000000).")]
 Top = Annotated[int, typer.Option(min=0, help="Rows in the top-fake table.")]
 
 
@@ -31,7 +38,7 @@ def deps(
     from cgtool.artifacts.jsonio import write_json
     from cgtool.inspect.annotate import annotate_trace
     from cgtool.inspect.files import deps_of_file, deps_of_ranks
-    from cgtool.report.tables import deps_ranks_table, deps_report
+    from cgtool.report.tables import deps_ranks_table, deps_report, show
 
     output_path(json_out, force, inputs=(trace, *(graph or [])))
     output_path(annotate, force, inputs=(trace, *(graph or [])))
@@ -45,7 +52,7 @@ def deps(
             con.rule(Text(f"rank {r}: {p}"))
             deps_report(con, res, top=top)
         results = {r: res for r, (_, res) in ranks.items()}
-        con.print(deps_ranks_table(results))
+        show(con, deps_ranks_table(results))
         if json_out is not None:
             write_json(json_out, {"schema_version": 1, "ranks": {str(r): res.to_json() for r, res in results.items()}},
                        force=force)

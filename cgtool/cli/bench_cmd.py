@@ -79,7 +79,10 @@ def bench(
     if baseline is not None:
         BenchResults.load(baseline)  # a bad baseline is reported before any workload runs
     from cgtool.capture import dist
+    from cgtool.capture._deps import require_cuda
     from cgtool.capture.bench import bench_ranks, bench_targets
+
+    require_cuda("`cgtool bench`")  # before any workload: no table of failures for a missing GPU
     from cgtool.cli.capture_cmds import relaunch_under_torchrun
 
     relaunch_under_torchrun(nproc_per_node)
@@ -105,7 +108,7 @@ def bench(
 def _finish(res: BenchResults, js: list[Judgement] | None, json_out: Optional[Path], force: bool,
             results_json: bool = False) -> None:
     from cgtool.artifacts.jsonio import write_json
-    from cgtool.report.tables import bench_summary_md, bench_table
+    from cgtool.report.tables import bench_summary_md, bench_table, show
 
     if json_out is not None:
         doc = res.to_json() if results_json else {"kind": "bench-compare", "schema_version": 1,
@@ -114,7 +117,7 @@ def _finish(res: BenchResults, js: list[Judgement] | None, json_out: Optional[Pa
             doc["judgements"] = [j.to_json() for j in js]
         write_json(json_out, doc, force=force)
         wrote(json_out)
-    console_for(json_out).print(bench_table(res, js))
+    show(console_for(json_out), bench_table(res, js))
     for w in res.failed:
         err.print(f"{w.key} failed: {w.error}", markup=False, highlight=False)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cgtool.cli._common import Force, err, out, output_path, wrote
+from cgtool.cli._common import Force, JsonOut, console_for, out, output_path, wrote
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": False}
 Target = Annotated[str, typer.Argument(help="`script.py`, `script.py:fn` or `package.module:fn` (fn defaults to setup; it returns the step to capture). Script arguments go after `--`.")]
@@ -47,7 +47,7 @@ def capture(
     from cgtool.capture.entrypoint import parse_target
     from cgtool.capture.runner import capture_checked
     from cgtool.inspect.topo import analyze
-    from cgtool.report.tables import bundle_row, graph_summary, rank_table
+    from cgtool.report.tables import bundle_row, graph_summary, rank_table, show
 
     relaunch_under_torchrun(nproc_per_node)
     tgt = parse_target(target)
@@ -60,7 +60,7 @@ def capture(
     if dist.distributed():
         every = dist.gather(rows)
         if every is not None:
-            out.print(rank_table(f"{tgt.name}: {dist.world_size()} ranks", [r for rows_ in every for r in rows_]))
+            show(out, rank_table(f"{tgt.name}: {dist.world_size()} ranks", [r for rows_ in every for r in rows_]))
         return
     for e in entries:
         graph_summary(out, e.graph, analyze(e.graph), title=f"{tgt.name} [{e.label}]: {e.path}")
@@ -108,7 +108,7 @@ def trace(
     from cgtool.capture import dist
     from cgtool.capture.tracing import Profiler, record_trace
     from cgtool.errors import UsageError
-    from cgtool.report.tables import rank_table, trace_line
+    from cgtool.report.tables import rank_table, show, trace_line
 
     relaunch_under_torchrun(nproc_per_node)
     if profiler not in {p.value for p in Profiler}:
@@ -120,18 +120,24 @@ def trace(
     if dist.distributed():
         every = dist.gather(s.to_json())
         if every is not None:
-            out.print(rank_table(f"traces of {replays} replays on {dist.world_size()} ranks", every))
+            show(out, rank_table(f"traces of {replays} replays on {dist.world_size()} ranks", every))
         return
     out.print(trace_line(s, replays), highlight=False, markup=False)
     wrote(output, f"(open it in https://ui.perfetto.dev, or run `cgtool deps {output}`)")
 
 
-def doctor() -> None:
+def doctor(json_out: JsonOut = None, force: Force = False) -> None:
     """What this machine supports: torch, CUDA, where tools ids come from, CUPTI, Graphviz."""
+    from cgtool.artifacts.jsonio import write_json
     from cgtool.capture.machine import machine_facts
-    from cgtool.report.tables import facts_table
+    from cgtool.report.tables import facts_table, show
 
-    out.print(facts_table("cgtool doctor", machine_facts()))
+    output_path(json_out, force)
+    facts = machine_facts()
+    show(console_for(json_out), facts_table("cgtool doctor", facts))
+    if json_out is not None:
+        write_json(json_out, facts, force=force)
+        wrote(json_out)
 
 
 def register(app: typer.Typer) -> None:

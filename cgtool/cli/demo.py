@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 import typer
+from rich.text import Text
 
 from cgtool.cli._common import err, out
 
@@ -22,7 +23,7 @@ def _data(name: str) -> Path:
 
 
 def _section(title: str) -> None:
-    out.rule(f"[bold]{title}")
+    out.print(Text(f"\n── {title}", style="bold"), soft_wrap=True)  # a rule would cut a long title
 
 
 def demo(
@@ -44,13 +45,13 @@ def _recording_demo() -> None:
     from cgtool.inspect.benchstats import compare_results
     from cgtool.inspect.deps import analyze, graphs_from_trace
     from cgtool.inspect.topo import analyze as topo
-    from cgtool.report.tables import bench_table, deps_report, topo_table
+    from cgtool.report.tables import bench_table, deps_report, show, topo_table
 
-    out.print(
+    out.print(Text.from_markup(
         "[bold yellow]No CUDA GPU on this machine:[/] analysing real recordings made with cgtool on an "
         "NVIDIA H200 (driver 580.159, torch 2.11) that ship with cgtool. With a GPU, `cgtool demo` "
         "captures, traces and benches a sample workload instead.\n"
-    )
+    ))
     t = load_trace(_data("forkjoin_mc1_trace.json.gz"))
     g = graphs_from_trace(t)[0]
     _section("1. the graph: 8 independent GEMM branches joined by a sum (cgtool topo)")
@@ -62,7 +63,7 @@ def _recording_demo() -> None:
     deps_report(out, analyze(t, [g]), top=5)
     _section("4. replay timing of the six sample workloads, judged against itself (cgtool bench --compare)")
     res = BenchResults.load(_data("bench_h200.json.gz"))
-    out.print(bench_table(res, compare_results(res, res)))
+    show(out, bench_table(res, compare_results(res, res)))
     out.print("\nNext: `cgtool deps TRACE`, `cgtool topo GRAPH`, `cgtool dot GRAPH -o g.dot`; "
               "on a GPU machine `cgtool capture script.py` (see README).", highlight=False)
 

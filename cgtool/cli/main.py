@@ -10,14 +10,34 @@ import typer
 from cgtool import __version__
 from cgtool.errors import CgtoolError, ExitCode
 
+def _flags_without_type() -> None:
+    """typer 0.29 prints ``<bool>`` beside every on/off flag (``--force <bool>``); flags take no
+    value, so the help shows none. Older typer has no such column, and nothing to change."""
+    try:
+        from typer.core import TyperOption
+    except ImportError:  # pragma: no cover
+        return
+    orig = getattr(TyperOption, "display_type_rich", None)
+    if orig is None or getattr(orig, "_cgtool", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: object) -> str | None:
+        return None if getattr(self, "is_flag", False) else orig(self, ctx)
+
+    display_type_rich._cgtool = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_without_type()
+
 app = typer.Typer(
     name="cgtool",
     help="Capture, replay, time and inspect CUDA graphs in PyTorch.\n\n"
     "Exit codes: 0 success, 1 a check failed (regression, fake dependencies over the limit, diff "
-    "found), 2 usage error, 3 capture failed, 4 invalid input file.",
+    "found), 2 usage error, 3 capture failed, 4 invalid input file, 141 output pipe closed early.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode="rich",
 )
 
@@ -31,8 +51,12 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only results and errors: no progress, no 'wrote ...' lines."),
 ) -> None:
-    pass
+    if quiet:
+        from cgtool.cli._common import err
+
+        err.quiet = True
 
 
 from cgtool.cli import analysis, bench_cmd, capture_cmds, demo  # noqa: E402  (registers commands)
@@ -44,38 +68,61 @@ capture_cmds.register(app)
 bench_cmd.register(app)
 
 
+def _has_fileno(f: object) -> bool:
+    try:
+        f.fileno()  # type: ignore[attr-defined]
+        return True
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def _is(e: BaseException, name: str) -> bool:
     """Whether ``e`` is a click exception called ``name`` (typer >= 0.29 vendors its own click)."""
     return any(c.__name__ == name for c in type(e).__mro__)
 
 
+#: Exit code when the reader of our output went away (``cgtool topo ... | head -1``): 128 + SIGPIPE,
+#: as a shell reports a program that the signal stopped.
+EXIT_PIPE_CLOSED = 141
+
+
+def _paragraph(text: str) -> None:
+    """One paragraph on stderr: wrapped to a terminal's width, one line in a log."""
+    from rich.console import Console
+
+    con = Console(stderr=True, markup=False, highlight=False)  # not the --quiet console: errors always show
+    con.print(text, soft_wrap=not con.is_terminal)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app; CgtoolError -> its paragraph on stderr and its exit code."""
-    from cgtool.cli._common import err
-
     try:
         app(args=argv, standalone_mode=False, prog_name="cgtool")
+        sys.stdout.flush()
     except CgtoolError as e:
-        err.print(f"cgtool: {e.message}", markup=False, highlight=False)
+        _paragraph(f"cgtool: {e.message}")
         sys.exit(int(e.exit_code))
+    except BrokenPipeError:
+        # Python would complain again when it flushes stdout at exit: point it at /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()) if _has_fileno(sys.stdout) else None
+        sys.exit(EXIT_PIPE_CLOSED)
     except KeyboardInterrupt:
-        err.print("cgtool: interrupted.", markup=False)
+        _paragraph("cgtool: interrupted.")
         sys.exit(130)
     except Exception as e:
         if _is(e, "Exit"):
             sys.exit(getattr(e, "exit_code", 0))
         if _is(e, "Abort"):
-            err.print("cgtool: interrupted.", markup=False)
+            _paragraph("cgtool: interrupted.")
             sys.exit(130)
         if _is(e, "ClickException"):  # usage errors: click's own message and usage line
             e.show()  # type: ignore[attr-defined]
             sys.exit(int(ExitCode.USAGE))
         if os.environ.get("CGTOOL_DEBUG"):
             raise
-        err.print(
+        _paragraph(
             f"cgtool: internal error ({type(e).__name__}: {e}). This is a bug in cgtool: please "
-            "report it with the command line. Set CGTOOL_DEBUG=1 to see the traceback.",
-            markup=False, highlight=False,
+            "report it with the command line. Set CGTOOL_DEBUG=1 to see the traceback."
         )
         sys.exit(70)
     sys.exit(0)

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cgtool.errors import InvalidInputError
+from cgtool.text import plural
 from cgtool.artifacts.graph import GraphData, NodeType
 from cgtool.artifacts.names import demangle
 from cgtool.inspect.reach import Reachability, topological_order
@@ -610,16 +611,20 @@ def _suggest(res: DepsResult, trace: Trace, graphs: dict[int, _G]) -> list[str]:
         return out
     env = (trace.cgtool or {}).get("CUDA_DEVICE_MAX_CONNECTIONS")
     chans = {int(c) for c in np.unique(trace.channel) if c >= 0}
+    try:
+        limit = int(env) if env is not None else None
+    except (TypeError, ValueError):  # a trace's metadata is input: a word here is not a limit
+        limit = None
     if res.lane is Lane.CHANNEL:
-        if env is not None and chans and len(chans) <= int(env or 8):
+        if limit is not None and chans and len(chans) <= limit:
             out.append(
-                f"CUDA_DEVICE_MAX_CONNECTIONS={env} limits the GPU to {env} hardware channel(s) and "
+                f"CUDA_DEVICE_MAX_CONNECTIONS={limit} limits the GPU to {plural(limit, 'hardware channel')} and "
                 f"the trace used {len(chans)}: independent branches share a channel. Unset it or "
                 "raise it to at least the graph's width (see `cgtool topo`), up to 32."
             )
         else:
             out.append(
-                f"Independent work shared {len(chans)} hardware channel(s). Raising "
+                f"Independent work shared {plural(len(chans), 'hardware channel')}. Raising "
                 "CUDA_DEVICE_MAX_CONNECTIONS (default 8, up to 32) gives the executor more channels."
             )
     else:

@@ -10,7 +10,7 @@ from typing import Any
 
 from cgtool.errors import UsageError
 from cgtool.artifacts.graph import GraphData
-from cgtool.artifacts.names import short_name
+from cgtool.artifacts.names import demangle
 from cgtool.inspect.topo import analyze
 
 
@@ -71,7 +71,9 @@ class GraphDiff:
 
 def diff(a: GraphData, b: GraphData) -> GraphDiff:
     def kernels(g: GraphData) -> Counter[str]:
-        return Counter(short_name(n.kernel_name, 200) for n in g.nodes if n.kernel_name)
+        # Keyed by the full demangled name: kernels that differ only in a template argument
+        # (Gelu vs clamp elementwise kernels) stay apart. Renderers shorten for display.
+        return Counter(demangle(n.kernel_name) for n in g.nodes if n.kernel_name)
 
     ta, tb = analyze(a), analyze(b)
     rows = _counter_rows("kernel", kernels(a), kernels(b))

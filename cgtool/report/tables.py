@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -15,11 +16,73 @@ from cgtool.inspect.benchstats import Judgement
 from cgtool.inspect.deps import DepKind, DepsResult, Lane, MatchKind
 from cgtool.inspect.diff import Change, GraphDiff
 from cgtool.artifacts.graph import GraphData
-from cgtool.artifacts.names import short_name
+from cgtool.artifacts.names import short_name, template_name
 from cgtool.inspect.topo import Topology
+from cgtool.text import plural
 
 if TYPE_CHECKING:
     from cgtool.capture.tracing import TraceSummary
+
+
+_NUMBER = re.compile(r"^[-+]?[\d.,]+(e[-+]?\d+)?\s*(µs|ms|x|%|MHz)?$")
+
+
+def _cell_text(c: Any) -> str:
+    return c.plain if isinstance(c, Text) else str(c)
+
+
+def _honest(tab: Table) -> None:
+    """Never cut a number or a name: numeric columns keep their full width, others wrap."""
+    for col in tab.columns:
+        cells = [_cell_text(c) for c in list(col.cells)]
+        col.overflow = "fold"
+        if cells and (col is tab.columns[0] or all(_NUMBER.match(c) or c in ("-", "") for c in cells)):
+            col.no_wrap = True  # numbers, and the names in the first column, stay whole
+            col.min_width = max(len(c) for c in cells)
+
+
+#: Columns a narrow terminal can do without (dropped right to left before the block layout).
+OPTIONAL_COLUMNS = ("p99", "p90", "min", "IQR", "host µs")
+
+
+def show(con: Console, tab: Table) -> None:
+    """Print a table whose numbers and names are never truncated: it wraps what it can, drops
+    the optional columns when that does not fit, and switches to one block per row
+    (``column: value`` lines) when even that does not."""
+    _honest(tab)
+    def fits() -> bool:
+        # Whole columns keep their width; the others fold (at any character) into at least 8.
+        need = sum((c.min_width or 0) if c.no_wrap else 8 for c in tab.columns) + 3 * len(tab.columns) + 1
+        return need <= con.width
+    for name in OPTIONAL_COLUMNS:
+        if fits():
+            break
+        tab.columns[:] = [c for c in tab.columns if _cell_text(c.header) != name]
+    if not fits() and tab.columns:
+        first = tab.columns[0]  # let the names wrap rather than lose the table
+        first.no_wrap, first.min_width = False, None
+    if fits():
+        con.print(tab)
+        return
+    if tab.title:
+        con.print(Text(str(tab.title), style="bold"))
+    heads = [_cell_text(c.header) for c in tab.columns]
+    columns = [list(c.cells) for c in tab.columns]
+    for r in range(tab.row_count):
+        cells = [_cell_text(col[r]) if r < len(col) else "" for col in columns]
+        con.print(Text(cells[0]) if not tab.show_header else Text(f"{heads[0]}: {cells[0]}"), soft_wrap=True)
+        for h, c in zip(heads[1:], cells[1:]):
+            con.print(Text(f"  {h}: {c}" if tab.show_header else f"  {c}"), soft_wrap=True)
+
+
+def distinct_short_names(names: Sequence[str]) -> dict[str, str]:
+    """A short label per kernel name (never cut); names whose short forms collide keep their
+    template arguments, so two different kernels never read the same."""
+    short = {n: short_name(n, 1 << 30) for n in names}
+    seen: dict[str, int] = {}
+    for s in short.values():
+        seen[s] = seen.get(s, 0) + 1
+    return {n: s if seen[s] == 1 else template_name(n) for n, s in short.items()}
 
 
 def _fmt_us(v: float | None) -> str:
@@ -43,7 +106,7 @@ def graph_summary(con: Console, g: GraphData, t: Topology, title: str = "") -> N
     chk = meta.get("check") if isinstance(meta, dict) else None
     if chk and chk.get("ok") is not None:
         tab.add_row("replay vs eager", f"{'match' if chk['ok'] else 'MISMATCH'} (max |diff| {chk['max_abs_diff']:.3g} in {chk['worst_output']})")
-    con.print(tab)
+    show(con, tab)
 
 
 def topo_table(con: Console, g: GraphData, t: Topology) -> None:
@@ -61,7 +124,7 @@ def topo_table(con: Console, g: GraphData, t: Topology) -> None:
     tab.add_row("critical path", f"{len(cp)} nodes" + (f", {_fmt_us(t.critical_path_us)} measured" if t.critical_path_us is not None else ""))
     if cp:
         tab.add_row("  from → to", f"{short_name(names[0], 40)} → {short_name(names[-1], 40)}")
-    con.print(tab)
+    show(con, tab)
 
 
 def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
@@ -69,14 +132,14 @@ def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
     head = Table(title="serializations in the trace", show_header=False, title_justify="left")
     head.add_column("what", style="bold")
     head.add_column("value")
-    head.add_row("true dependencies", f"{s.true} ({s.distinct_true} distinct pairs)")
-    head.add_row("fake dependencies", f"{s.fake} ({s.distinct_fake} distinct pairs), "
+    head.add_row("true dependencies", f"{s.true} ({plural(s.distinct_true, 'distinct pair')})")
+    head.add_row("fake dependencies", f"{s.fake} ({plural(s.distinct_fake, 'distinct pair')}), "
                  f"{_fmt_us(s.fake_cost_us)} of ready work waiting, summed over replays")
     head.add_row("replays", f"{s.replays} of exec graph {', '.join(map(str, s.graphs))}")
     head.add_row("lanes", "hardware channels" if r.lane is Lane.CHANNEL else "streams (no channel data in the trace)")
     head.add_row("match", "exact (graph node ids)" if r.match is MatchKind.EXACT else "INFERRED (by launch, name and order)")
     head.add_row("replay span / critical path", f"{_fmt_us(s.mean_span_us)} / {_fmt_us(s.mean_critical_path_us)} (mean)")
-    con.print(head)
+    show(con, head)
     fakes = r.fakes()[:top]
     if fakes:
         tab = Table(title=f"top fake dependencies (of {s.distinct_fake})", title_justify="left")
@@ -87,7 +150,7 @@ def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
             tab.add_row(f"#{f.before & 0xFFFFFFFF} {short_name(f.before_name, 32)}",
                         f"#{f.after & 0xFFFFFFFF} {short_name(f.after_name, 32)}", lane, str(f.count),
                         _fmt_us(f.gap_us), _fmt_us(f.cost_us))
-        con.print(tab)
+        show(con, tab)
     if r.inferred_waits:
         tab = Table(title="waits behind unrelated work (inferred from timing)", title_justify="left")
         for c in ("waited", "behind", "count", "total wait"):
@@ -95,7 +158,7 @@ def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
         for w in r.inferred_waits[:top]:
             tab.add_row(f"#{w.after & 0xFFFFFFFF} {short_name(w.after_name, 32)}",
                         f"#{w.behind & 0xFFFFFFFF} {short_name(w.behind_name, 32)}", str(w.count), _fmt_us(w.wait_us))
-        con.print(tab)
+        show(con, tab)
     lanes: dict[Any, list[int]] = {}
     for f in r.findings:
         key = f.channel if r.lane is Lane.CHANNEL else f.stream
@@ -107,7 +170,7 @@ def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
         tab.add_column("fake", justify="right")
         for k in sorted(lanes, key=lambda x: (x is None, x)):
             tab.add_row(str(k), str(lanes[k][0]), str(lanes[k][1]))
-        con.print(tab)
+        show(con, tab)
     for n in r.notes:
         con.print(f"note: {n}", markup=False, highlight=False)
     for sgt in r.suggestions:
@@ -118,11 +181,12 @@ def diff_table(con: Console, d: GraphDiff) -> None:
     tab = Table(title="diff A → B", title_justify="left")
     for c in ("section", "key", "A", "B", "change"):
         tab.add_column(c)
-    for r in d.rows:
-        if r.change is Change.UNCHANGED and r.section in ("kernel", "edge_type"):
-            continue
-        tab.add_row(r.section, short_name(r.key, 50), f"{r.a:g}", f"{r.b:g}", r.change.value)
-    con.print(tab)
+    shown = [r for r in d.rows if not (r.change is Change.UNCHANGED and r.section in ("kernel", "edge_type"))]
+    labels = distinct_short_names([r.key for r in shown if r.section == "kernel"])
+    for r in shown:
+        key = labels[r.key] if r.section == "kernel" else r.key  # only kernel names are shortened
+        tab.add_row(Text(r.section), Text(key), f"{r.a:g}", f"{r.b:g}", r.change.value)
+    show(con, tab)
     con.print(" · ".join(f"{k.value} {v}" for k, v in d.counts().items()), highlight=False, markup=False)
 
 
@@ -152,6 +216,8 @@ def bench_table(res: BenchResults, judgements: list[Judgement] | None) -> Table:
             rm = w.run_medians_us
             if len(rm) > 1 and (max(rm) - min(rm)) / min(rm) > 0.01:
                 notes.append(f"runs differ by {100 * (max(rm) - min(rm)) / min(rm):.1f}%")
+            if e and s.median > e:
+                notes.append("replay slower than eager")
             if w.sampling == "per-replay":
                 notes.append("per-replay events")
             row = [label, f"{s.median:.2f}", f"{s.iqr:.2f}", f"{s.min:.2f}", f"{s.p90:.2f}", f"{s.p99:.2f}",
@@ -200,9 +266,9 @@ def bundle_row(rank: int, label: str, g: GraphData, t: Topology, check_ok: bool 
 def trace_line(s: "TraceSummary", replays: int) -> str:
     """The one-line report of a written trace."""
     if s.collector == "torch":
-        return (f"{s.gpu_events} kernels over {replays} replays, {s.graphs} graph(s) (torch.profiler: no hardware "
+        return (f"{plural(s.gpu_events, 'kernel')} over {plural(replays, 'replay')}, {plural(s.graphs, 'graph')} (torch.profiler: no hardware "
                 f"channels{'' if s.has_node_ids else '; no graph node ids on this PyTorch'})")
-    return (f"{s.gpu_events} GPU events over {replays} replays, {s.graphs} graph(s), "
+    return (f"{plural(s.gpu_events, 'GPU event')} over {plural(replays, 'replay')}, {plural(s.graphs, 'graph')}, "
             f"channels {s.channels}, dropped records {s.dropped}")
 
 
@@ -218,7 +284,7 @@ def facts_table(title: str, facts: Mapping[str, str]) -> Table:
 
 def deps_ranks_table(results: Mapping[int, DepsResult]) -> Table:
     """One row per rank of a per-rank deps analysis."""
-    tab = Table(title=f"per rank ({len(results)} rank{'s' if len(results) != 1 else ''})", title_justify="left")
+    tab = Table(title=f"per rank ({plural(len(results), 'rank')})", title_justify="left")
     for c in ("rank", "true", "fake", "fake cost µs", "replays", "mean span µs", "mean critical path µs"):
         tab.add_column(c)
     for r, res in results.items():
