@@ -3,6 +3,7 @@ every command spells the same way, and the one check of an output path."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,9 +14,16 @@ from rich.console import Console
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, is_stdout
 from cgtool.errors import OutputExistsError, UsageError
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich would exit 1 here, the code of a failed check; cgtool.cli.main maps this to 141.
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "the reader of cgtool's output went away")
+
+
 # Text from inputs (kernel names, paths) is shown literally: no rich markup, no highlighting.
-out = Console(soft_wrap=False, markup=False, highlight=False)
-err = Console(stderr=True, markup=False, highlight=False)
+out = _Console(soft_wrap=False, markup=False, highlight=False)
+err = _Console(stderr=True, markup=False, highlight=False)
 
 Force = Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")]
 MaxBytes = Annotated[int, typer.Option("--max-bytes", min=1, show_default="8 GiB", help="Refuse inputs that are (or decompress to) more bytes than this.")]

@@ -16,6 +16,7 @@ import typer
 from rich.text import Text
 
 from cgtool.cli._common import err, out
+from cgtool.errors import UsageError
 
 
 def _data(name: str) -> Path:
@@ -68,11 +69,16 @@ def _recording_demo() -> None:
               "on a GPU machine `cgtool capture script.py` (see README).", highlight=False)
 
 
+def sample_workload() -> Path:
+    """The fork/join sample the GPU demo runs. It ships inside the package, so the demo works
+    after a plain (non-editable) install."""
+    return Path(str(resources.files("cgtool") / "capture" / "samples" / "forkjoin.py"))
+
+
 def _gpu_demo(workload: str) -> None:
-    # The sample ships inside the package, so this works after a plain (non-editable) install.
-    target = workload or str(resources.files("cgtool") / "capture" / "samples" / "forkjoin.py")
+    target = workload or str(sample_workload())
     if not Path(target.split(":")[0]).exists():
-        raise typer.BadParameter(f"no such workload {target!r}; pass --workload script.py")
+        raise UsageError(f"No such workload {target!r}; pass --workload script.py.")
     tmp = Path(tempfile.mkdtemp(prefix="cgtool-demo-"))
     py = [sys.executable, "-m", "cgtool"]
     steps = [

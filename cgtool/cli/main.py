@@ -68,12 +68,14 @@ capture_cmds.register(app)
 bench_cmd.register(app)
 
 
-def _has_fileno(f: object) -> bool:
+def _pipe_closed() -> None:
+    """The reader of stdout went away (``| head``): exit 141 without another complaint from
+    Python's flush at exit."""
     try:
-        f.fileno()  # type: ignore[attr-defined]
-        return True
-    except (AttributeError, OSError, ValueError):
-        return False
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # not a real file (tests): nothing to redirect
+        pass
+    sys.exit(EXIT_PIPE_CLOSED)
 
 
 def _is(e: BaseException, name: str) -> bool:
@@ -103,9 +105,13 @@ def main(argv: list[str] | None = None) -> None:
         _paragraph(f"cgtool: {e.message}")
         sys.exit(int(e.exit_code))
     except BrokenPipeError:
-        # Python would complain again when it flushes stdout at exit: point it at /dev/null.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()) if _has_fileno(sys.stdout) else None
-        sys.exit(EXIT_PIPE_CLOSED)
+        _pipe_closed()
+    except SystemExit as e:
+        # click handles a closed pipe inside a command itself: it wraps stdout so that the final
+        # flush stays quiet and exits 1, the code of a failed check. Say what happened instead.
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            _pipe_closed()
+        raise e
     except KeyboardInterrupt:
         _paragraph("cgtool: interrupted.")
         sys.exit(130)
