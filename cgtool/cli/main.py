@@ -35,13 +35,14 @@ def _root(
     pass
 
 
-from cgtool.cli import analysis, bench_cmd, capture_cmds, demo  # noqa: E402  (registers commands)
+from cgtool.cli import analysis, bench_cmd, capture_cmds, demo, record_cmd  # noqa: E402  (registers commands)
 
 demo.register(app)
 
 analysis.register(app)
 capture_cmds.register(app)
 bench_cmd.register(app)
+record_cmd.register(app)
 
 
 def _is(e: BaseException, name: str) -> bool:
