@@ -25,9 +25,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROG = os.path.join(ROOT, "tests", "programs", "server_runner.py")
 
 
-def _run(cmd: list[str]) -> tuple[float, dict]:
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, dict]:
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-3000:]}")
@@ -40,17 +40,23 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--out", default="bench_record.json")
+    ap.add_argument("--modes", default="bare,record",
+                    help="bare, record, record_pycb (cupti-python's own subscribe instead of ctypes)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
-    rows: dict[str, list[dict]] = {"bare": [], "record": []}
+    modes = a.modes.split(",")
+    rows: dict[str, list[dict]] = {m: [] for m in modes}
     for r in range(a.rounds):
-        for mode in ("bare", "record"):
+        for mode in modes:
+            env = dict(os.environ)
             if mode == "bare":
                 cmd = [sys.executable, PROG, str(a.layers)]
             else:
                 cmd = [sys.executable, "-m", "cgtool", "record", "-o", os.path.join(tmp, f"r{r}"), "--force",
                        "--", "python", PROG, str(a.layers)]
-            wall, res = _run(cmd)
+                if mode == "record_pycb":
+                    env["CGTOOL_RECORD_SUBSCRIBER"] = "cupti-python"
+            wall, res = _run(cmd, env)
             rows[mode].append({"wall_s": wall, "capture_s": res["capture_s"], "program_wall_s": res["wall_s"]})
     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -67,6 +73,7 @@ def main() -> None:
         "wall_ratio": med("record", "wall_s") / med("bare", "wall_s"),
         "capture_instantiate_s_per_graph": {"bare": med_cap("bare"), "record": med_cap("record")},
         "capture_ratio": med_cap("record") / med_cap("bare"),
+        "other_modes": {m: {"wall_s": med(m, "wall_s"), "capture_s": med_cap(m)} for m in modes},
         "raw": rows,
     }
     with open(a.out, "w") as f:
