@@ -21,9 +21,11 @@ rec server --trace-replays 3 -- python tests/programs/server_runner.py
 rec train --trace-replays 3 -- python tests/programs/train_graphed.py
 rec compiled --trace-replays 3 -- python tests/programs/compiled_model.py
 rec crash --trace-replays 2 -- python tests/programs/crash_after_two.py
+CGTOOL_RECORD_SUBSCRIBER=cupti-python rec server_pycb -- python tests/programs/server_runner.py
 rec nograph -- python tests/programs/no_graph.py
 rec missing -- python tests/programs/not_there.py
 # CUPTI held by another subscriber before the program starts (a sitecustomize standing in for a profiler)
 mkdir -p "$OUT/busy_site"
 printf 'from cupti import cupti\n_s = cupti.subscribe(lambda *a: None, None)\n' > "$OUT/busy_site/sitecustomize.py"
 PYTHONPATH="$OUT/busy_site:${PYTHONPATH:-}" rec busy -- python tests/programs/server_runner.py
+rm -rf "$OUT/busy_site"

@@ -63,10 +63,20 @@ class Layout:
         self.exec = off["graph_exec"]
 
 
-def libcupti() -> Any:
-    """The libcupti mapped into this process (cupti-python loads it on import)."""
+def _mapped() -> list[str]:
     with open("/proc/self/maps") as f:
-        paths = sorted({line.split()[-1] for line in f if "libcupti.so" in line})
+        return sorted({line.split()[-1] for line in f if "libcupti.so" in line})
+
+
+def libcupti(cupti: Any) -> Any:
+    """The libcupti that cupti-python uses (it loads it lazily: a first cheap call maps it)."""
+    paths = _mapped()
+    if not paths:
+        try:
+            cupti.get_timestamp()
+        except Exception:
+            pass
+        paths = _mapped()
     for p in paths:
         try:
             lib = ctypes.CDLL(p)
@@ -93,7 +103,7 @@ class Subscriber:
         self._handler = handler
         self._cfunc: Any = None
         if how == "ctypes":
-            lib = libcupti()
+            lib = libcupti(cupti)
             lib.cuptiSubscribe.argtypes = [ctypes.POINTER(ctypes.c_void_p), _CB, ctypes.c_void_p]
             lib.cuptiSubscribe.restype = ctypes.c_int
             lib.cuptiEnableCallback.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]

@@ -133,7 +133,13 @@ class Recorder:
 
         how = os.environ.get("CGTOOL_RECORD_SUBSCRIBER", "ctypes")
         try:
-            self._sub = _subscriber.Subscriber(cupti, self._callback, how)
+            try:
+                self._sub = _subscriber.Subscriber(cupti, self._callback, how)
+            except OSError as e:  # libcupti not reachable through ctypes: cupti-python's own subscribe
+                self.errors.append(f"ctypes subscriber unavailable ({e}); using cupti-python's subscribe")
+                how = "cupti-python"
+                self._sub = _subscriber.Subscriber(cupti, self._callback, how)
+            self.subscriber = how
         except _subscriber.SubscribeError as e:
             raise RecordSetupError(
                 f"`cgtool record` could not subscribe to CUPTI ({e.name}, status {e.status}). CUPTI allows "
@@ -520,6 +526,8 @@ class Recorder:
             "ledger": ledger,
             "trace": trace,
             "recorder_errors": self.errors,
+            "subscriber": getattr(self, "subscriber", None),
+            "layout": getattr(getattr(self, "_L", None), "offsets", None),
         }
         _write_json(os.path.join(self.out_dir, "index.json"), doc)
 
