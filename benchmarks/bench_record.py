@@ -41,7 +41,8 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--out", default="bench_record.json")
     ap.add_argument("--modes", default="bare,record",
-                    help="bare, record, record_pycb (cupti-python's own subscribe instead of ctypes)")
+                    help="bare, record, record_pycb (cupti-python's own subscribe instead of ctypes), "
+                    "record_lite (no module names / autograd op per node)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
     modes = a.modes.split(",")
@@ -56,8 +57,16 @@ def main() -> None:
                        "--", "python", PROG, str(a.layers)]
                 if mode == "record_pycb":
                     env["CGTOOL_RECORD_SUBSCRIBER"] = "cupti-python"
+                if mode == "record_lite":
+                    env["CGTOOL_RECORD_LITE"] = "1"
             wall, res = _run(cmd, env)
-            rows[mode].append({"wall_s": wall, "capture_s": res["capture_s"], "program_wall_s": res["wall_s"]})
+            row = {"wall_s": wall, "capture_s": res["capture_s"], "program_wall_s": res["wall_s"]}
+            if mode != "bare":
+                idx = json.load(open(os.path.join(tmp, f"r{r}", "index.json")))
+                row["callback_stats"] = idx.get("callback_stats")
+                row["recorded"] = [{k: g[k] for k in ("nodes", "capture_s", "instantiate_s", "export_s")}
+                                   for g in idx["graphs"]]
+            rows[mode].append(row)
     shutil.rmtree(tmp, ignore_errors=True)
 
     def med(mode: str, key: str) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -49,7 +50,7 @@ def record(
         record_summary(err, load_recordings(out))
     except Exception as e:  # a program killed hard may leave no index: its exit code still matters more
         err.print(f"cgtool: no summary ({e}).", markup=False, highlight=False)
-    raise typer.Exit(code)
+    sys.exit(code)  # the program's own exit code (typer.Exit is swallowed outside standalone mode)
 
 
 def register(app: typer.Typer) -> None:

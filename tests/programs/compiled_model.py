@@ -1,6 +1,6 @@
 """A model under torch.compile(mode="reduce-overhead"): cudagraph trees record one graph per input shape.
 
-A second compiled function reads a CPU tensor, so torch skips cudagraphs for it and says why.
+Two more compiled functions are not cudagraphed (one mutates its input, one has CPU work); torch says why.
 """
 import json
 import time
@@ -20,8 +20,13 @@ class MLP(torch.nn.Module):
         return self.fc2(torch.nn.functional.gelu(self.fc1(x))).softmax(-1)
 
 
-def with_cpu_input(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return (a + b.cuda()).sin()
+def mutates_input(a: torch.Tensor) -> torch.Tensor:
+    a.add_(1)  # an in-place update of an input: cudagraph trees will not graph this
+    return a.sin()
+
+
+def cpu_and_gpu(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return a.sin(), b.cos()  # b lives on the CPU: a graph with CPU work is not cudagraphed
 
 
 def main() -> None:
@@ -35,9 +40,12 @@ def main() -> None:
             for _ in range(steps):
                 model(x)  # LINE_CALL
                 calls += 1
-    skipped = torch.compile(with_cpu_input, mode="reduce-overhead")
+    skipped = torch.compile(mutates_input, mode="reduce-overhead")
     for _ in range(3):
-        skipped(torch.randn(8, device="cuda"), torch.randn(8))
+        skipped(torch.randn(8, device="cuda"))
+    mixed = torch.compile(cpu_and_gpu, mode="reduce-overhead")
+    for _ in range(3):
+        mixed(torch.randn(8, device="cuda"), torch.randn(8))
     torch.cuda.synchronize()
     print("RESULT " + json.dumps({"shapes": SHAPES, "calls": calls, "wall_s": time.perf_counter() - t_start}))
 

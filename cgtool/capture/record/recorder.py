@@ -112,6 +112,8 @@ class Recorder:
         self.records: list[dict[str, Any]] = []
         self.dropped = 0
         self._sub: Any = None
+        self._cb_stats: dict[tuple[int, int], list[int]] = {}  # (domain, cbid) -> [calls, ns inside]
+        self._lite = bool(os.environ.get("CGTOOL_RECORD_LITE"))  # no module names / autograd op (overhead tests)
         self._cupti: Any = None
         self._started = time.time()
         self._t0 = time.perf_counter()
@@ -239,6 +241,7 @@ class Recorder:
 
     # -------------------------------------------------------------- callbacks
     def _callback(self, domain: int, cbid: int, ptr: int) -> None:
+        t0 = time.perf_counter_ns()
         try:
             if domain == self._D_RES:
                 self._resource(cbid, ptr)
@@ -251,6 +254,12 @@ class Recorder:
         except Exception as e:  # never let a recorder bug kill the user's program
             if len(self.errors) < 20:
                 self.errors.append(f"{type(e).__name__}: {e}")
+        key = (domain, cbid)
+        st = self._cb_stats.get(key)
+        if st is None:
+            st = self._cb_stats[key] = [0, 0]
+        st[0] += 1
+        st[1] += time.perf_counter_ns() - t0
 
     def _resource(self, cbid: int, ptr: int) -> None:
         L = self._L
@@ -287,6 +296,8 @@ class Recorder:
             cap = self._last_capture_any()
             if cap is not None and cap.thread != tid:
                 fallback = attribution.grab(sys._current_frames().get(cap.thread))
+        if self._lite:
+            return _NodeInfo(attribution.grab(f), [], None, fallback)
         if "torch" in sys.modules:
             autograd_op = _autograd_node_name()
         return _NodeInfo(attribution.grab(f), attribution.module_names(f), autograd_op, fallback)
@@ -370,7 +381,7 @@ class Recorder:
         pool = _pool_on_stack(_caller_frame())
         compiled = next((s["generated"] for s in sources if s and s.get("generated")), None)
         seq = len(self.graphs)
-        where = begin.short() if begin.file else "?"
+        where = f"{os.path.basename(begin.file)}:{begin.line}" if begin.file else "?"
         rec = GraphRecord(
             seq=seq,
             exec_handle=exec_,
@@ -527,6 +538,8 @@ class Recorder:
             "trace": trace,
             "recorder_errors": self.errors,
             "subscriber": getattr(self, "subscriber", None),
+            "callback_stats": {f"{d}/{c}": {"calls": v[0], "s_inside": v[1] / 1e9}
+                               for (d, c), v in sorted(self._cb_stats.items())},
             "layout": getattr(getattr(self, "_L", None), "offsets", None),
         }
         _write_json(os.path.join(self.out_dir, "index.json"), doc)
