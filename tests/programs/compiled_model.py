@@ -1,6 +1,7 @@
 """A model under torch.compile(mode="reduce-overhead"): cudagraph trees record one graph per input shape.
 
-Two more compiled functions are not cudagraphed (one mutates its input, one has CPU work); torch says why.
+Two more compiled functions: one mutates its input (torch skips cudagraphs and says why), one mixes
+CPU and GPU work (torch 2.11 graphs its GPU part).
 """
 import json
 import time
