@@ -215,3 +215,21 @@ def test_ranks_record_into_subfolders() -> None:
         assert r.folder.name == f"rank{r.rank}"
         assert [g["replays"] for g in r.graphs] == [3, 5]
     assert _exit_code(folder) != 0  # both ranks crash; torchrun reports the failure
+
+
+@pytest.mark.parametrize("name", ["server", "train", "compiled", "crash"])
+def test_every_source_line_is_a_line_of_the_program(name: str) -> None:
+    """Each node's (and each capture's) file:line is in the program's own file, with the recorded text."""
+    folder = _rec(name)
+    (rec,) = load_recordings(folder)
+    program = Path(rec.index["program"][0]).name
+    text = (PROGRAMS / program).read_text().splitlines()
+    n = 0
+    for d in (rec.graph_doc(g) for g in rec.graphs):
+        sites = [e["source"] for e in d["cgtool"]["nodes"]] + [d["cgtool"]["record"]["captured_at"]]
+        for s in sites:
+            assert Path(s["file"]).name == program
+            assert 1 <= s["line"] <= len(text)
+            assert s["code"] == text[s["line"] - 1].strip()
+            n += 1
+    assert n > 0

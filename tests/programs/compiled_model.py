@@ -1,7 +1,6 @@
 """A model under torch.compile(mode="reduce-overhead"): cudagraph trees record one graph per input shape.
 
-Two more compiled functions: one mutates its input (torch skips cudagraphs and says why), one mixes
-CPU and GPU work (torch 2.11 graphs its GPU part).
+More compiled functions: one mutates its input (torch skips cudagraphs, says why), one mixes CPU work.
 """
 import json
 import time
