@@ -18,6 +18,7 @@ This module imports nothing from torch: it is used inside callbacks and by tests
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import re
@@ -60,8 +61,9 @@ def _library_prefixes() -> tuple[str, ...]:
 _PREFIXES: tuple[str, ...] | None = None
 
 
+@functools.lru_cache(maxsize=4096)
 def classify(filename: str) -> str:
-    """"user", "generated" or "library" for a code object's file name."""
+    """"user", "generated" or "library" for a code object's file name (cached: called per frame per node)."""
     global _PREFIXES
     if filename.startswith("<"):
         return "generated" if filename.startswith("<eval_with_key") else "library"
