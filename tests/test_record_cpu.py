@@ -160,3 +160,12 @@ def test_bad_recordings_are_invalid_input(tmp_path: Path) -> None:
     (tmp_path / "index.json").write_text(json.dumps({"cgtool_record": 9, "graphs": []}))
     with pytest.raises(InvalidInputError, match="newer"):
         load_recordings(tmp_path)
+
+
+def test_deps_and_topo_take_a_recording_folder(run_cli) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run_cli("deps", str(DATA / "record_server"))
+    assert code == 0, err
+    assert "exact (graph node ids)" in out  # the recording's trace joins its embedded exports by node id
+    code, out, err = run_cli("topo", str(DATA / "record_train"))
+    assert code == 0, err
+    assert out.count("topology of") == 2 and "measured" in out  # both graphs, weighted by the trace

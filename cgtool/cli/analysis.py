@@ -77,6 +77,9 @@ def deps(
             from cgtool.errors import OutputExistsError
 
             raise OutputExistsError(p)
+    from cgtool.cli._recording import trace_of
+
+    trace = trace_of(trace)  # a `cgtool record` folder: its trace
     if annotate is not None and annotate.resolve() == trace.resolve():
         raise UsageError("--annotate must name a new file; the original trace stays untouched.")
     if trace.is_dir():
@@ -116,6 +119,20 @@ def topo(
     from cgtool.inspect.topo import analyze
     from cgtool.report.tables import topo_table
 
+    from cgtool.cli._recording import graphs_of, trace_of
+
+    recorded = graphs_of(graph)  # a `cgtool record` folder: every graph, with its trace if it has one
+    if recorded is not None:
+        rec_trace = trace if trace is not None else (trace_of(graph) if _has_trace(graph) else None)
+        res_all = {}
+        for p in recorded:
+            g = GraphData.load(p, max_bytes=max_bytes)
+            t = analyze(g, _durations(g, rec_trace, max_bytes) if rec_trace else None)
+            topo_table(out, g, t)
+            res_all[p.name] = t.to_json()
+        if json_out is not None:
+            write_json(json_out, {"graphs": res_all}, force=force)
+        return
     if graph.is_dir():
         from cgtool.inspect.ranks import rank_files
 
@@ -267,3 +284,9 @@ def register(app: typer.Typer) -> None:
     app.command(rich_help_panel="Analyse files (no GPU)")(topo)
     app.command(rich_help_panel="Analyse files (no GPU)")(dot)
     app.command(rich_help_panel="Analyse files (no GPU)")(diff)
+
+
+def _has_trace(folder: Path) -> bool:
+    from cgtool.inspect.recording import load_recordings
+
+    return bool(load_recordings(folder)[0].index.get("trace"))
