@@ -36,13 +36,13 @@ def record_summary(con: Console, recs: list[Recording]) -> None:
                       f"(exit code {idx.get('exit_code')}).", markup=False, highlight=False)
             continue
         tab = Table(title=title, title_justify="left")
-        for col, j in (("graph", "left"), ("exec id", "right"), ("nodes", "right"), ("replays", "right"),
-                       ("capture ms", "right"), ("inst. ms", "right"), ("pool", "left"),
-                       ("+reserved MiB", "right"), ("captured at", "left")):
-            tab.add_column(col, justify=j)  # type: ignore[arg-type]
+        for col, j in (("graph", "left"), ("exec", "right"), ("nodes", "right"), ("replays", "right"),
+                       ("cap/inst ms", "right"), ("pool", "left"), ("+MiB", "right"), ("captured at", "left")):
+            tab.add_column(col, justify=j, no_wrap=col != "captured at",  # type: ignore[arg-type]
+                           overflow="fold" if col == "captured at" else "ellipsis")
         for g in r.graphs:
-            tab.add_row(str(g["label"]), str(g["exec_graph_id"]), str(g["nodes"]), str(g["replays"]),
-                        _ms(g.get("capture_s")), _ms(g.get("instantiate_s")), str(g.get("pool") or "-"),
+            tab.add_row(str(g["label"]).split(" ")[0], str(g["exec_graph_id"]), str(g["nodes"]), str(g["replays"]),
+                        f"{_ms(g.get('capture_s'))}/{_ms(g.get('instantiate_s'))}", str(g.get("pool") or "-"),
                         _mib(g.get("reserved_during_capture")), _where(g.get("captured_at")))
         con.print(tab)
         led = idx.get("ledger") or {}
@@ -56,9 +56,17 @@ def record_summary(con: Console, recs: list[Recording]) -> None:
         if comp.get("graphs_from_compiled_code") or skips:
             con.print(f"torch.compile: {len(comp.get('graphs_from_compiled_code') or [])} graph(s) from compiled "
                       f"code; {len(skips)} cudagraph skip(s)" + "".join(
-                          f"\n  {s['reason']} ({s['site'].get('label')})" for s in skips[:10]),
+                          f"\n  {_first_line(s['reason'])} ({_where_site(s['site'])})" for s in skips[:10]),
                       markup=False, highlight=False)
         if idx.get("trace"):
             con.print(f"trace: {r.folder / idx['trace']}", markup=False, highlight=False)
         if idx.get("recorder_errors"):
             con.print(f"recorder errors: {idx['recorder_errors'][:3]}", markup=False, highlight=False)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0].split(". Found from")[0].rstrip(" :.") if text.strip() else text
+
+
+def _where_site(site: dict[str, Any]) -> str:
+    return _where(f"{site.get('file')}:{site.get('line')}") if site.get("file") else "?"
