@@ -136,8 +136,12 @@ def test_summary_table_names_every_graph() -> None:
     con = Console(file=io.StringIO(), width=160, color_system=None)
     record_summary(con, recs)
     text = con.file.getvalue()  # type: ignore[attr-defined]
-    for g in recs[0].graphs:
-        assert g["label"] in text and str(g["exec_graph_id"]) in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("│ #")]
+    assert len(rows) == len(recs[0].graphs)
+    for row, g in zip(rows, recs[0].graphs):
+        cells = [c.strip() for c in row.strip("│").split("│")]
+        assert cells[:4] == [g["label"].split()[0], str(g["exec_graph_id"]), str(g["nodes"]), str(g["replays"])]
+        assert cells[-1] == Path(g["captured_at"]).name
     assert "memory: pool" in text
 
 
