@@ -217,26 +217,33 @@ class Graph:
                 f"check_input_liveness needs torch 2.8 or newer (this is {torch.__version__}). "
                 "Drop the option, or upgrade torch."
             )
-        pool_id = pool
-        if pool is not None and _is_mem_pool(torch, pool):
+        if pool is None:
+            # A fresh pool of our own, as torch makes when given none; but with its id known before
+            # the capture (torch's pool() refuses until capture ends), to release it if capture fails.
+            pool_id = torch_originals(torch)["graph_pool_handle"]()
+        elif _is_mem_pool(torch, pool):
             pool_id = pool.id
             self._mempools.append(pool)  # as torch does: the graph keeps the MemPool alive
-        if pool_id is not None:
             self._pools.append(pool_id)
+        else:
+            pool_id = pool
+            self._pools.append(pool_id)
+        device = torch.cuda.current_device()
         self._state = "capturing"
         self._t_begin = time.perf_counter()
         try:
-            if pool_id is None:
-                self._g.capture_begin(capture_error_mode=mode)
-            else:
-                self._g.capture_begin(pool_id, capture_error_mode=mode)
+            self._g.capture_begin(pool_id, capture_error_mode=mode)
         except Exception:
             self._state = "new"
             raise
-        self._capture_pool = (torch.cuda.current_device(), self._g.pool())
+        self._capture_pool = (device, pool_id)
         if liveness:
-            self._tracker = LivenessTracker(torch)
-            self._tracker.start()
+            try:
+                self._tracker = LivenessTracker(torch)
+                self._tracker.start()
+            except BaseException:
+                self._abort_capture()  # never leave the stream capturing behind an error
+                raise
 
     def _stop_tracking(self, *, drop: bool) -> None:
         if self._tracker is not None:

@@ -119,7 +119,8 @@ def format_dead(dead: list[TrackedInput], replay_stack: str) -> str:
     """The error message: PyTorch's wording, so code matching it keeps working, and cgtool's fix."""
 
     def block(label: str, text: str | None) -> str:
-        return f"  {label}:\n{textwrap.indent(text.strip(), '    ')}\n" if text else ""
+        body = text.strip() if text else "(not recorded)"
+        return f"  {label}:\n{textwrap.indent(body, '    ')}\n"
 
     parts = [
         f"CUDA graph replay detected {len(dead)} dead tensor(s): external inputs read during capture "
