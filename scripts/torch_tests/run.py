@@ -107,6 +107,12 @@ TESTS: dict[str, tuple[str, str]] = {
 
 KNOWN_INTENDED_FAILURES = {_DATA + "test_export_graph_data_hook"}
 
+#: Seed tests that fail on torch 2.11 alone for reasons outside the graph API (measured on an H100).
+TORCH_SIDE = {
+    _CUDA + "test_graph_is_current_stream_capturing": "torch 2.11's torch.cuda.Stream has no is_capturing()",
+    _CUDA + "test_cuda_graph_allocator_propagates_stream": "torch 2.11's allocator makes 5 new segments, the test expects 2",
+}
+
 
 def _outcome(case: ET.Element) -> str:
     for child in case:
@@ -184,7 +190,7 @@ def main() -> int:
     res = {m: run_mode(m, args.upstream.resolve(), args.out.resolve(), args.timeout) for m in modes}
     rows = []
     for tid, (cat, note) in TESTS.items():
-        row = {"test": tid, "category": cat, "note": note}
+        row = {"test": tid, "category": cat, "note": note or TORCH_SIDE.get(tid, "")}
         for m in modes:
             # "not run": not collected (the class is absent, e.g. NoTest without CUDA, or the id changed)
             row[m] = res[m].get(tid, {"outcome": "not run", "message": ""})
@@ -225,7 +231,16 @@ def main() -> int:
     print(text)
     if "engine" not in modes:
         return 0
-    bad = [r["test"] for r in rows if r["category"] == SEED and r["engine"]["outcome"] not in ("passed", "skipped")]
+    # The target: every seed test passes with the engine, unless it fails on torch alone as well.
+    failing = ("failed", "error", "not run")
+    bad = [
+        r["test"] for r in rows
+        if r["category"] == SEED and r["engine"]["outcome"] in failing
+        and not ("torch" in modes and r["torch"]["outcome"] in failing)
+    ]
+    print(f"seed tests failing with the engine but not with torch alone: {len(bad)}")
+    for t in bad:
+        print("  " + t)
     return 1 if bad else 0
 
 
