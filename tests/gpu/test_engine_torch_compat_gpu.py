@@ -75,7 +75,7 @@ FAILED_CAPTURE = textwrap.dedent(
                     torch.cuda.synchronize()  # not allowed while capturing: the capture is invalid
                 raise ValueError("body failed")
         except Exception as e:
-            out[how + "_error"] = type(e).__name__
+            out[how + "_error"] = "RuntimeError" if isinstance(e, RuntimeError) else type(e).__name__
         a = None
         held = reserved()
         g.reset()
@@ -96,9 +96,11 @@ def test_failed_capture_pool_is_released_on_reset():
         assert m["held_before_reset"] >= m["before"] + (32 << 20), (how, m)  # the pool held the block
         assert m["after_reset"] < m["before"] + (32 << 20), (how, m)  # reset() gave the pool back
     # A capture that ended cleanly leaves nothing behind. After an invalidated capture one 2 MiB
-    # small-block segment was measured to stay reserved (H100, torch 2.11): not the capture's pool.
+    # segment of the default pool stays reserved, free (H100, torch 2.11): not the capture's pool.
+    # torch 2.11 alone keeps that segment (1 KiB still allocated) and the 32 MiB pool as well.
     assert out["python_error"]["after_reset"] == out["python_error"]["before"], out
     assert out["invalidated"]["after_reset"] <= out["invalidated"]["before"] + (2 << 20), out
+    # torch 2.11 raises torch.AcceleratorError, a RuntimeError, for the sync inside the capture
     assert out["invalidated_error"] == "RuntimeError" and out["python_error_error"] == "ValueError"
 
 
