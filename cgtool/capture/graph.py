@@ -693,12 +693,15 @@ def make_graphed_callables(
             kwargs["pool"] = pool.id
         else:
             kwargs["pool"] = pool
+    # Remember torch's own classes before patching: the engine's graphs wrap torch's CUDAGraph, and
+    # recording the patched name as "torch's" would make every engine graph build another one.
+    originals = torch_originals(torch)
     # torch.cuda.graphs refers to CUDAGraph both as a module global and as torch.cuda.CUDAGraph.
     saved = (tg.CUDAGraph, torch.cuda.CUDAGraph)
     setattr(tg, "CUDAGraph", _EngineGraph)
     setattr(torch.cuda, "CUDAGraph", _EngineGraph)
     try:
-        result = torch_originals(torch)["make_graphed_callables"](callables, sample_args, **kwargs)
+        result = originals["make_graphed_callables"](callables, sample_args, **kwargs)
     finally:
         setattr(tg, "CUDAGraph", saved[0])
         setattr(torch.cuda, "CUDAGraph", saved[1])

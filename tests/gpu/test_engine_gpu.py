@@ -305,3 +305,22 @@ def test_export_fast_path_equals_bindings_path(torch):
     assert fast["nodes"] == slow["nodes"] and fast["exec_graph_id"] == slow["exec_graph_id"]
     assert fast["cgtool"]["nodes"] == slow["cgtool"]["nodes"]
     assert {n["node_type"] for n in fast["nodes"]} >= {"kernel"}
+
+
+def test_make_graphed_callables_as_the_first_engine_use_in_a_process():
+    """torch's own classes must be remembered before they are patched (a fresh process whose first
+    engine call is make_graphed_callables once recursed without end)."""
+    code = textwrap.dedent("""
+        import torch
+        from cgtool.capture.graph import make_graphed_callables
+        model = torch.nn.Linear(8, 8).cuda()
+        x = torch.randn(4, 8, device="cuda", requires_grad=True)
+        graphs = []
+        f = make_graphed_callables(model, (x,), graphs_out=graphs)
+        f(x).sum().backward()
+        print(sorted(label for label, _ in graphs))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().endswith("['bwd0', 'fwd0']")
