@@ -100,6 +100,27 @@ class GraphData:
             return extra
         return {}
 
+    def source_label(self, index: int) -> str | None:
+        """Where the node came from in the user's code (``model.py:88 attn.softmax``), when the
+        export records it (``cgtool record`` attributes every node); None otherwise."""
+        src = self.node_extra(index).get("source")
+        if isinstance(src, dict):
+            label = src.get("label")
+            if isinstance(label, str) and label:
+                return label
+            if isinstance(src.get("file"), str) and isinstance(src.get("line"), int):
+                return f"{src['file'].rsplit('/', 1)[-1]}:{src['line']}"
+        return None
+
+    def source_labels(self) -> dict[int, str]:
+        """Tools id -> source label, for the nodes that have one."""
+        out = {}
+        for n in self.nodes:
+            label = self.source_label(n.index)
+            if label is not None:
+                out[n.tools_id] = label
+        return out
+
     def display_name(self, index: int) -> str:
         """A readable label: the demangled kernel name, or the node type and id."""
         n = self.nodes[index]

@@ -61,7 +61,8 @@ def deps(
     else:
         run = deps_of_file(trace, graph or [], tolerance_us=tolerance_us, max_bytes=max_bytes,
                            keep_doc=annotate is not None)
-        deps_report(con, run.result, top=top)
+        sources = {k: v for g in run.graphs for k, v in g.source_labels().items()}
+        deps_report(con, run.result, top=top, sources=sources)
         if json_out is not None:
             write_json(json_out, run.result.to_json(), force=force)
         if annotate is not None and run.doc is not None:

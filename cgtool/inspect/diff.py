@@ -10,7 +10,7 @@ from typing import Any
 
 from cgtool.errors import UsageError
 from cgtool.artifacts.graph import GraphData
-from cgtool.artifacts.names import demangle
+from cgtool.artifacts.names import demangle, short_name
 from cgtool.inspect.topo import analyze
 
 
@@ -69,6 +69,16 @@ class GraphDiff:
         return {"summary": {c.value: n for c, n in self.counts().items()}, "rows": [r.to_json() for r in self.rows]}
 
 
+def _by_source(g: GraphData) -> Counter[str]:
+    """Nodes per (source line, kernel): where kernels repeat, the line tells them apart."""
+    out: Counter[str] = Counter()
+    for n in g.nodes:
+        label = g.source_label(n.index)
+        if label is not None:
+            out[f"{label} {short_name(n.kernel_name, 1 << 30) if n.kernel_name else n.node_type.value}"] += 1
+    return out
+
+
 def diff(a: GraphData, b: GraphData) -> GraphDiff:
     def kernels(g: GraphData) -> Counter[str]:
         # Keyed by the full demangled name: kernels that differ only in a template argument
@@ -79,6 +89,9 @@ def diff(a: GraphData, b: GraphData) -> GraphDiff:
     rows = _counter_rows("kernel", kernels(a), kernels(b))
     rows += _counter_rows("node_type", Counter(ta.nodes_by_type), Counter(tb.nodes_by_type))
     rows += _counter_rows("edge_type", Counter(ta.edges_by_type), Counter(tb.edges_by_type))
+    la, lb = _by_source(a), _by_source(b)
+    if la and lb:  # both recorded with source lines: match nodes by the line that made them
+        rows += _counter_rows("source", la, lb)
     metrics = {
         "nodes": (ta.nodes, tb.nodes),
         "edges": (ta.edges, tb.edges),

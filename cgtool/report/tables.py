@@ -128,10 +128,22 @@ def topo_table(con: Console, g: GraphData, t: Topology) -> None:
     tab.add_row("critical path", f"{len(cp)} nodes" + (f", {_fmt_us(t.critical_path_us)} measured" if t.critical_path_us is not None else ""))
     if cp:
         tab.add_row("  from → to", f"{short_name(names[0], NO_CUT)} → {short_name(names[-1], NO_CUT)}")
+    lines = list(dict.fromkeys(x for x in (g.source_label(i) for i in cp) if x))  # in path order, once each
+    if lines:
+        tab.add_row("  source lines", "\n".join(lines))
     show(con, tab)
 
 
-def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
+def _at(tools_id: int, name: str, sources: Mapping[int, str]) -> str:
+    """``#n name``, and the source line under it when the export records one."""
+    label = f"#{tools_id & 0xFFFFFFFF} {short_name(name, NO_CUT)}"
+    return label + (f"\nat {sources[tools_id]}" if tools_id in sources else "")
+
+
+def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int, str] | None = None) -> None:
+    """The deps summary, the top fake dependencies (with the source lines of both ends when the
+    exports record them: ``sources`` maps tools ids to labels) and the per-lane counts."""
+    src = sources or {}
     s = r.summary()
     head = Table(title="serializations in the trace", show_header=False, title_justify="left")
     head.add_column("what", style="bold")
@@ -151,8 +163,7 @@ def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
             tab.add_column(c, justify="right" if c in ("count", "gap", "cost") else "left")
         for f in fakes:
             lane = str(f.channel) if r.lane is Lane.CHANNEL else str(f.stream)
-            tab.add_row(f"#{f.before & 0xFFFFFFFF} {short_name(f.before_name, NO_CUT)}",
-                        f"#{f.after & 0xFFFFFFFF} {short_name(f.after_name, NO_CUT)}", lane, str(f.count),
+            tab.add_row(Text(_at(f.before, f.before_name, src)), Text(_at(f.after, f.after_name, src)), lane, str(f.count),
                         _fmt_us(f.gap_us), _fmt_us(f.cost_us))
         show(con, tab)
     if r.inferred_waits:
@@ -160,8 +171,8 @@ def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
         for c in ("waited", "behind", "count", "total wait"):
             tab.add_column(c)
         for w in r.inferred_waits[:top]:
-            tab.add_row(f"#{w.after & 0xFFFFFFFF} {short_name(w.after_name, NO_CUT)}",
-                        f"#{w.behind & 0xFFFFFFFF} {short_name(w.behind_name, NO_CUT)}", str(w.count), _fmt_us(w.wait_us))
+            tab.add_row(Text(_at(w.after, w.after_name, src)), Text(_at(w.behind, w.behind_name, src)), str(w.count),
+                        _fmt_us(w.wait_us))
         show(con, tab)
     lanes: dict[Any, list[int]] = {}
     for f in r.findings:
@@ -185,7 +196,7 @@ def diff_table(con: Console, d: GraphDiff) -> None:
     tab = Table(title="diff A → B", title_justify="left")
     for c in ("section", "key", "A", "B", "change"):
         tab.add_column(c)
-    shown = [r for r in d.rows if not (r.change is Change.UNCHANGED and r.section in ("kernel", "edge_type"))]
+    shown = [r for r in d.rows if not (r.change is Change.UNCHANGED and r.section in ("kernel", "edge_type", "source"))]
     labels = distinct_short_names([r.key for r in shown if r.section == "kernel"])
     for r in shown:
         key = labels[r.key] if r.section == "kernel" else r.key  # only kernel names are shortened
