@@ -38,7 +38,7 @@ def _honest(tab: Table) -> None:
         col.overflow = "fold"
         if cells and (col is tab.columns[0] or all(_NUMBER.match(c) or c in ("-", "") for c in cells)):
             col.no_wrap = True  # numbers, and the names in the first column, stay whole
-            col.min_width = max(len(c) for c in cells)
+            col.min_width = max(len(line) for c in cells for line in c.split("\n"))
 
 
 #: Columns a narrow terminal can do without (dropped right to left before the block layout).
@@ -50,7 +50,11 @@ def show(con: Console, tab: Table) -> None:
     the optional columns when that does not fit, and switches to one block per row
     (``column: value`` lines) when even that does not."""
     _honest(tab)
-    def fits() -> bool:
+    first = tab.columns[0] if tab.columns else None
+    if first is not None and (first.min_width or 0) > con.width // 3 and len(tab.columns) > 2:
+        first.no_wrap, first.min_width = False, None  # long names share the width with the others
+
+    def fits() -> bool:  # noqa: E306
         # Whole columns keep their width; the others fold (at any character) into at least 8.
         need = sum((c.min_width or 0) if c.no_wrap else 8 for c in tab.columns) + 3 * len(tab.columns) + 1
         return need <= con.width
