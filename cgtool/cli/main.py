@@ -59,13 +59,14 @@ def _root(
         err.quiet = True
 
 
-from cgtool.cli import analysis, bench_cmd, capture_cmds, demo  # noqa: E402  (registers commands)
+from cgtool.cli import analysis, bench_cmd, capture_cmds, demo, report_cmd  # noqa: E402  (registers commands)
 
 demo.register(app)
 
 analysis.register(app)
 capture_cmds.register(app)
 bench_cmd.register(app)
+report_cmd.register(app)
 
 
 def _pipe_closed() -> None:
