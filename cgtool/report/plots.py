@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import re
+from typing import Any
 
 from cgtool.artifacts.bench import WorkloadResult
 from cgtool.errors import MissingExtraError
@@ -49,8 +50,13 @@ def bench_plot_svg(w: WorkloadResult, old: WorkloadResult | None, j: Judgement |
     for k, (_, xs) in enumerate(series):
         ax.scatter(xs, k + rng.uniform(-0.15, 0.15, len(xs)), s=9, alpha=0.55,
                    color="#7f8c8d" if len(series) == 2 and k == 0 else "#2e86c1", linewidths=0)
-    ax.boxplot([xs for _, xs in series], positions=list(range(len(series))), vert=False, widths=0.5,
-               showfliers=False, medianprops={"color": "#c0392b", "linewidth": 2})
+    import matplotlib
+
+    # matplotlib 3.10 renamed vert=False to orientation="horizontal" (and deprecated the old name).
+    horizontal: dict[str, Any] = ({"orientation": "horizontal"} if tuple(map(int, matplotlib.__version__.split(".")[:2])) >= (3, 10)
+                                  else {"vert": False})
+    ax.boxplot([xs for _, xs in series], positions=list(range(len(series))), widths=0.5,
+               showfliers=False, medianprops={"color": "#c0392b", "linewidth": 2}, **horizontal)
     ax.set_yticks(list(range(len(series))), [name for name, _ in series])
     eager = w.eager_median()
     if eager is not None and eager < 1.5 * max(w.gpu_us, default=0):
