@@ -31,6 +31,7 @@ def report(
     from cgtool.inspect.gather import gather
     from cgtool.report.html import render_html
     from cgtool.report.plots import have_matplotlib
+    from cgtool.report.summary_md import REPORT_URL_ENV, append_step_summary
 
     if is_stdout(output):
         raise UsageError("cgtool report writes a file: give -o report.html.")
@@ -43,9 +44,9 @@ def report(
     page = render_html(data, title=title, plots=plots, min_fold=collapse, max_fold=max_fold)
     atomic_write_bytes(output, page.encode(), force=force)
     wrote(output, f"({len(data.graphs)} graph(s), {len(data.bench)} bench result(s))")
-    url = os.environ.get("CGTOOL_REPORT_URL")
-    if url:
-        err.print(f"report URL: {url}", markup=False, highlight=False)
+    url = os.environ.get(REPORT_URL_ENV, "").strip()
+    append_step_summary(f"\n### cgtool report\n\n[{url or output}]({url or output}): "
+                        f"{len(data.graphs)} graph(s), {len(data.bench)} bench result(s)\n")
     if open_:
         import webbrowser
 

@@ -109,7 +109,9 @@ def _match(trace: Trace, g: GraphData) -> tuple[np.ndarray, np.ndarray]:
     return m.ev, m.node
 
 
-def _view(label: str, g: GraphData, rank: int | None, trace: Trace | None, res: DepsResult | None) -> GraphView:
+def graph_view(label: str, g: GraphData, rank: int | None = None, trace: Trace | None = None,
+               res: DepsResult | None = None) -> GraphView:
+    """``g`` with what ``trace`` (analysed by deps into ``res``) measured of it, when given."""
     if trace is None or res is None:
         return GraphView(label, g, topo.analyze(g), rank)
     ev, nodes = _match(trace, g)
@@ -184,12 +186,12 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
         res = analyze(t, gs, tolerance_us=tolerance_us)
         for k, g in enumerate(gs):
             label = _label(f, g, k, len(gs), rank)
-            out.graphs.append(_view(label, g, rank, t, res))
+            out.graphs.append(graph_view(label, g, rank, t, res))
             used.add((rank, g.exec_graph_id))
     for f, g, rank in exports:
         if (rank, g.exec_graph_id) in used:
             continue  # the same graph came with a trace
-        out.graphs.append(_view(_label(f, g, 0, 1, rank), g, rank, None, None))
+        out.graphs.append(graph_view(_label(f, g, 0, 1, rank), g, rank))
     base = BenchResults.load(baseline, max_bytes=max_bytes) if baseline is not None else None
     for f, b in benches:
         js = compare_results(base, b) if base is not None else None
