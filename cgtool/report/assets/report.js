@@ -47,8 +47,8 @@
     const U = sec.units;
     sec.unitOf = new Int32Array(n);
     U.members.forEach((ms, u) => ms.forEach((i) => { sec.unitOf[i] = u; }));
-    const ds = sec.dur.filter((d) => d != null && d > 0);
-    sec.dmin = ds.length ? Math.min(...ds) : 0; sec.dmax = ds.length ? Math.max(...ds) : 0;
+    sec.dmin = 0; sec.dmax = 0;
+    for (const d of sec.dur) if (d != null && d > 0) { sec.dmin = sec.dmin ? Math.min(sec.dmin, d) : d; sec.dmax = Math.max(sec.dmax, d); }
     sec.evOf = new Int32Array(n).fill(-1);
     if (sec.replay) sec.replay.node.forEach((i, k) => { if (sec.evOf[i] < 0) sec.evOf[i] = k; });
     sec.fakeIn = Array.from({length: n}, () => []);
@@ -227,10 +227,15 @@
     R.lanes.forEach((name, k) => {
       out.push(`<text class="lanelabel" x="4" y="${ty(k) + LH / 2 + 4}">${esc(name)}</text><path d="M${LABW},${ty(k) + LH}H${T.w}" stroke="#f0f0f0"/>`);
     });
-    let drawn = 0;
+    let drawn = 0, inWin = 0;
+    for (let k = 0; k < R.node.length; k++) if (tx(R.e[k]) >= x0 && tx(R.s[k]) <= x1) inWin++;
+    // Zoomed out over many events: one bar per pixel and lane at most, no dependency arrows
+    // (zoom in for them), so the page never holds tens of thousands of sub-pixel elements.
+    const dense = inWin > LIMIT, lastX = new Float64Array(R.lanes.length).fill(-1e9);
     for (let k = 0; k < R.node.length; k++) {
       const xs = tx(R.s[k]), xe = tx(R.e[k]);
       if (xe < x0 || xs > x1) continue;
+      if (dense) { if (xe < lastX[R.lane[k]] + 1) continue; lastX[R.lane[k]] = Math.max(xe, xs + 1); }
       const i = R.node[k], w = Math.max(1, xe - xs), y = ty(R.lane[k]) + 3;
       out.push(`<rect class="ev${i === selected ? " sel" : ""}" data-i="${i}" x="${xs}" y="${y}" width="${w}" height="${LH - 6}" fill="${colour(i)}"/>`);
       if (w > 46) out.push(`<text x="${xs + 3}" y="${y + LH / 2 + 1}">${esc(cut("#" + S.id[i] + " " + S.name[i], Math.floor(w / 6.2)))}</text>`);
@@ -245,11 +250,12 @@
       out.push(`<path class="${cls}" data-a="${a}" data-b="${b}" d="M${xa},${ya} C${mx},${ya + bend} ${mx},${yb + bend} ${xb},${yb}" marker-end="url(#${mk})">${title ? "<title>" + title + "</title>" : ""}</path>`);
       return 1;
     };
-    if ($("showdeps").checked) for (let k = 0; k < S.edges.length; k += 2) arrow(S.edges[k], S.edges[k + 1], "dep", "tah", "");
-    S.fake.forEach((f) => arrow(f[0], f[1], "fakearrow", "taf", `fake: #${S.id[f[1]]} waited behind #${S.id[f[0]]} (${f[2]}× in the trace)`));
+    if ($("showdeps").checked && !dense) for (let k = 0; k < S.edges.length; k += 2) arrow(S.edges[k], S.edges[k + 1], "dep", "tah", "");
+    if (!dense || S.fake.length <= LIMIT) S.fake.forEach((f) => arrow(f[0], f[1], "fakearrow", "taf", `fake: #${S.id[f[1]]} waited behind #${S.id[f[0]]} (${f[2]}× in the trace)`));
     svg.innerHTML = out.join("");
     svg.dataset.drawn = drawn;
-    $("tcount").textContent = `${R.node.length} events on ${R.lanes.length} lanes · replay (correlation ${R.correlation}) of median span`;
+    $("tcount").textContent = `${R.node.length} events on ${R.lanes.length} lanes · replay (correlation ${R.correlation}) of median span` +
+      (dense ? " · zoomed out: bars merged per pixel, zoom in for arrows" : "");
   }
   function niceStep(x) { const p = Math.pow(10, Math.floor(Math.log10(Math.max(x, 1e-9)))); const f = x / p; return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p; }
   let tPending = false;
@@ -338,8 +344,14 @@
     tlayout(true); drawTimeline();
   }
 
+  const t0 = performance.now();
   try {
-    if (D.sections.length) { hook(); show(0); }
+    if (D.sections.length) {
+      hook(); show(0);
+      // report.html#unfold-all opens with every chain unfolded (benchmarks, links from CI).
+      if (location.hash === "#unfold-all") $("unfoldall").onclick();
+    }
   } catch (e) { fail(String(e && e.stack || e)); }
+  document.body.dataset.renderMs = String(Math.round(performance.now() - t0));
   document.body.dataset.ready = "1";
 })();
