@@ -12,6 +12,7 @@ import json
 import shutil
 import struct
 import subprocess
+import re
 import zlib
 from collections import defaultdict
 from html.parser import HTMLParser
@@ -214,3 +215,30 @@ def test_per_rank_folder_report_in_chromium(data_dir, tmp_path):
         assert not figs
     else:
         assert sorted(f["a"]["data-workload"] for f in figs) == sorted(bench["workloads"])
+
+
+def test_a_selected_node_shows_its_predecessors_and_what_it_waited_behind(data_dir, tmp_path):
+    """report.html#node=N: the details of node N, as a click shows them: its predecessors with
+    their end times in the replay, and the nodes it waited behind (fake dependencies)."""
+    case = data_dir / "forkjoin_trace_mc1"
+    doc = json.loads(gzip.decompress((case / "trace.json.gz").read_bytes()))
+    nodes = doc["cgtool"]["graphs"][0]["nodes"]
+    fakes = _fake_pairs(doc)
+    after = max({b for _, b in fakes}, key=lambda b: (len(nodes[b]["dependencies"]), b))
+    behind = sorted(nodes[a]["node_id"] for a, b in fakes if b == after)
+    page = _report(tmp_path, case / "trace.json.gz")
+    r = subprocess.run([CHROMIUM, *FLAGS, "--dump-dom", page.resolve().as_uri() + f"#node={after}"],
+                       capture_output=True, text=True, timeout=120)
+    dom = _Dom()
+    dom.feed(r.stdout)
+    assert dom.body.get("data-errors") == ""
+    m = re.search(r'<aside id="info">(.*?)</aside>', r.stdout, re.S)
+    assert m, r.stdout[-500:]
+    panel = m.group(1)
+    assert f"<h3>#{nodes[after]['node_id']} " in panel
+    n_pred = len(nodes[after]["dependencies"])
+    assert f"predecessors ({n_pred})" in panel and panel.count("ends at") == n_pred
+    waited = panel.split("waited behind (fake dependencies)")[1].split("</ul>")[0]
+    assert sorted(int(x) for x in re.findall(r'data-goto="\d+">#(\d+)<', waited)) == behind
+    sel = [e for e in dom.find("graph", "g", "sel")]
+    assert [int(e["a"]["data-i"]) for e in sel] == [after]

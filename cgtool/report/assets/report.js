@@ -254,7 +254,7 @@
     if (!dense || S.fake.length <= LIMIT) S.fake.forEach((f) => arrow(f[0], f[1], "fakearrow", "taf", `fake: #${S.id[f[1]]} waited behind #${S.id[f[0]]} (${f[2]}× in the trace)`));
     svg.innerHTML = out.join("");
     svg.dataset.drawn = drawn;
-    $("tcount").textContent = `${R.node.length} events on ${R.lanes.length} lanes · replay (correlation ${R.correlation}) of median span` +
+    $("tcount").textContent = `${R.node.length} events on ${R.lanes.length} lane${R.lanes.length === 1 ? "" : "s"} · replay (correlation ${R.correlation}) of median span` +
       (dense ? " · zoomed out: bars merged per pixel, zoom in for arrows" : "");
   }
   function niceStep(x) { const p = Math.pow(10, Math.floor(Math.log10(Math.max(x, 1e-9)))); const f = x / p; return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p; }
@@ -350,6 +350,9 @@
       hook(); show(0);
       // report.html#unfold-all opens with every chain unfolded (benchmarks, links from CI).
       if (location.hash === "#unfold-all") $("unfoldall").onclick();
+      // report.html#node=12 opens with node index 12 selected (its box unfolded, its details shown).
+      const m = /^#node=(\d+)$/.exec(location.hash);
+      if (m && +m[1] < S.n) select(+m[1], true);
     }
   } catch (e) { fail(String(e && e.stack || e)); }
   document.body.dataset.renderMs = String(Math.round(performance.now() - t0));
