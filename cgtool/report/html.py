@@ -204,7 +204,7 @@ def render_html(data: Gathered, *, title: str = "cgtool report", plots: bool = T
 </div>
 <h2>one replay <span id=rlabel></span></h2>
 <div class=tools id=ttools><button id=zin>zoom in</button> <button id=zout>zoom out</button> <button id=zfit>fit</button>
- <label><input type=checkbox id=showdeps checked> graph edges</label> <span id=tcount></span></div>
+ <label><input type=checkbox id=showdeps checked> graph edges</label> · <span id=tcount></span></div>
 <div id=twrap class=scroll><svg id=timeline xmlns="http://www.w3.org/2000/svg"></svg></div>
 <p id=tnone class=note hidden>No trace of this graph was given: pass its trace to see a replay.</p>
 {summaries}"""
