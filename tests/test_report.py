@@ -203,3 +203,15 @@ def test_step_summaries_for_deps_and_diff_link_the_report(data_dir, tmp_path, ru
     assert rc == 0, err
     text = summary.read_text()
     assert "### cgtool diff" in text and text.count("report.html)") == 2
+
+
+def test_a_trace_of_another_instantiation_is_noted_not_fatal(data_dir, tmp_path):
+    """A profiler trace beside an export it does not match: the graph is shown alone, with a note."""
+    from cgtool.inspect.gather import gather
+
+    (tmp_path / "graph.json").write_bytes((data_dir / "forkjoin" / "graph.json").read_bytes())
+    (tmp_path / "trace.json.gz").write_bytes((data_dir / "chain_kineto" / "trace.json.gz").read_bytes())
+    d = gather([tmp_path])
+    (v,) = d.graphs
+    assert v.replay is None and v.durations is None
+    assert any("trace.json.gz: not used" in n for n in d.notes)

@@ -183,7 +183,11 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
         if not gs:
             out.notes.append(f"{f}: no graph export for this trace (pass the export of the replayed graph)")
             continue
-        res = analyze(t, gs, tolerance_us=tolerance_us)
+        try:
+            res = analyze(t, gs, tolerance_us=tolerance_us)
+        except InvalidInputError as e:  # e.g. a trace of another instantiation: show the graphs alone
+            out.notes.append(f"{f}: not used: {e.message}")
+            continue
         for k, g in enumerate(gs):
             label = _label(f, g, k, len(gs), rank)
             out.graphs.append(graph_view(label, g, rank, t, res))

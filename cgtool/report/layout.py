@@ -23,8 +23,8 @@ SWEEPS = 4
 
 @dataclass(frozen=True)
 class Layout:
-    """Units are the nodes not folded (unit i < n_nodes is node i... see ``unit_of``) and the
-    folded pieces; each has a row and an x position (in node widths, centred on 0)."""
+    """The boxes of the picture ("units"): each node that is not folded, and each folded piece.
+    Every unit has a row (top-down) and an x position (in box widths, each row centred on 0)."""
 
     unit_of: list[int]  # node index -> unit index
     members: list[list[int]]  # unit index -> its node indices (one, or a folded piece)
