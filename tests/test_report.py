@@ -215,3 +215,15 @@ def test_a_trace_of_another_instantiation_is_noted_not_fatal(data_dir, tmp_path)
     (v,) = d.graphs
     assert v.replay is None and v.durations is None
     assert any("trace.json.gz: not used" in n for n in d.notes)
+
+
+def test_without_matplotlib_the_report_names_the_extra(data_dir, tmp_path, run_cli, monkeypatch):
+    import cgtool.report.plots as plots
+
+    monkeypatch.setattr(plots, "have_matplotlib", lambda: False)
+    out = tmp_path / "r.html"
+    rc, _, err = run_cli("report", data_dir / "tp_mlp_2gpu" / "bench.json", "-o", out)
+    assert rc == 0 and "pip install 'cgtool[report]'" in err
+    page = out.read_text()
+    assert "<figure" not in page and "cgtool[report]" in page
+    assert page.count("sample_workloads/tp_mlp.py [rank") == 2  # the table is there all the same

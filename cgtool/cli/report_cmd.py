@@ -12,10 +12,11 @@ from cgtool.cli._common import DEFAULT_MAX_BYTES, Force, MaxBytes, err, output_p
 from cgtool.errors import UsageError
 from cgtool.inspect.deps import DEFAULT_TOLERANCE_US
 from cgtool.report.fold import MAX_FOLD, MIN_FOLD
+from cgtool.text import plural
 
 
 def report(
-    inputs: Annotated[list[Path], typer.Argument(help="Capture bundles, graph exports, traces (cgtool's, or torch.profiler's beside the export), bench results, per-rank or `cgtool record` folders: files are told apart by content.")],
+    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", show_default=False, help="Capture bundles, graph exports, traces (cgtool's, or torch.profiler's beside the export), bench results, per-rank or `cgtool record` folders: files are told apart by content.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write.")] = Path("report.html"),
     baseline: Annotated[Optional[Path], typer.Option(help="Bench results to judge the bench inputs against (plotted beside them).")] = None,
     title: Annotated[str, typer.Option(help="The page's title.")] = "cgtool report",
@@ -40,10 +41,11 @@ def report(
     plots = have_matplotlib()
     if data.bench and not plots:
         err.print("note: matplotlib is not installed, so bench distributions are not plotted; "
-                  "install them with `pip install 'cgtool[report]'`.", markup=False, highlight=False)
+                  "install them with `pip install 'cgtool[report]'`.", markup=False, highlight=False,
+                  soft_wrap=True)
     page = render_html(data, title=title, plots=plots, min_fold=collapse, max_fold=max_fold)
     atomic_write_bytes(output, page.encode(), force=force)
-    wrote(output, f"({len(data.graphs)} graph(s), {len(data.bench)} bench result(s))")
+    wrote(output, f"({plural(len(data.graphs), 'graph')}, {plural(len(data.bench), 'bench result')})")
     url = os.environ.get(REPORT_URL_ENV, "").strip()
     append_step_summary(f"\n### cgtool report\n\n[{url or output}]({url or output}): "
                         f"{len(data.graphs)} graph(s), {len(data.bench)} bench result(s)\n")
