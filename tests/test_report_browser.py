@@ -242,3 +242,20 @@ def test_a_selected_node_shows_its_predecessors_and_what_it_waited_behind(data_d
     assert sorted(int(x) for x in re.findall(r'data-goto="\d+">#(\d+)<', waited)) == behind
     sel = [e for e in dom.find("graph", "g", "sel")]
     assert [int(e["a"]["data-i"]) for e in sel] == [after]
+
+
+@pytest.mark.parametrize("shape", ["empty", "one", "many_streams"])
+def test_every_shape_loads_without_script_errors(tmp_path, shape):
+    """The renderer smoke test in the browser: an empty graph, one node, many parallel streams."""
+    from cgtool.artifacts.graph import from_edges
+    from cgtool.inspect.gather import Gathered, graph_view
+    from cgtool.report.html import render_html
+
+    n, edges = {"empty": (0, []), "one": (1, []), "many_streams": (40, [(i, i + 8) for i in range(32)])}[shape]
+    g = from_edges(n, edges, names=["_Z1kv"] * n)
+    page = tmp_path / f"{shape}.html"
+    page.write_text(render_html(Gathered([graph_view(shape, g)])))
+    dom, stderr, png = _browse(page, tmp_path)
+    assert dom.body.get("data-ready") == "1" and dom.body.get("data-errors") == ""
+    assert len(dom.find("graph", "g", "node")) == n and not dom.find("graph", "g", "fold")
+    assert len(dom.find("graph", "path", "edge")) == len(edges)
