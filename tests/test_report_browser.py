@@ -67,14 +67,13 @@ class _Dom(HTMLParser):
 
 def _browse(page: Path, tmp: Path) -> tuple[_Dom, str, Path]:
     url = page.resolve().as_uri()
-    r = subprocess.run([CHROMIUM, *FLAGS, "--enable-logging=stderr", "--v=0", "--dump-dom", url],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
+    png = tmp / (page.stem + ".png")
+    # One browser run: the DOM after the script ran, a screenshot, the console on stderr.
+    r = subprocess.run([CHROMIUM, *FLAGS, "--enable-logging=stderr", "--v=0", f"--screenshot={png}",
+                        "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and png.exists(), r.stderr[-2000:]
     dom = _Dom()
     dom.feed(r.stdout)
-    png = tmp / (page.stem + ".png")
-    s = subprocess.run([CHROMIUM, *FLAGS, f"--screenshot={png}", url], capture_output=True, text=True, timeout=120)
-    assert s.returncode == 0 and png.exists(), s.stderr[-2000:]
     return dom, r.stderr, png
 
 

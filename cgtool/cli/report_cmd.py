@@ -19,7 +19,7 @@ def report(
     inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", show_default=False, help="Capture bundles, graph exports, traces (cgtool's, or torch.profiler's beside the export), bench results, per-rank or `cgtool record` folders: files are told apart by content.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write.")] = Path("report.html"),
     baseline: Annotated[Optional[Path], typer.Option(help="Bench results to judge the bench inputs against (plotted beside them).")] = None,
-    title: Annotated[str, typer.Option(help="The page's title.")] = "cgtool report",
+    title: Annotated[Optional[str], typer.Option(help="The page's title (default: cgtool report: the inputs' names).")] = None,
     collapse: Annotated[int, typer.Option(min=0, help="Fold the inside of linear chains of at least N nodes (0: unfold all).")] = MIN_FOLD,
     max_fold: Annotated[int, typer.Option(min=2, help="No folded box holds more than N nodes.")] = MAX_FOLD,
     open_: Annotated[bool, typer.Option("--open", help="Open the report in a web browser.")] = False,
@@ -43,6 +43,7 @@ def report(
         err.print("note: matplotlib is not installed, so bench distributions are not plotted; "
                   "install them with `pip install 'cgtool[report]'`.", markup=False, highlight=False,
                   soft_wrap=True)
+    title = title or "cgtool report: " + ", ".join(p.name for p in inputs[:3]) + (", ..." if len(inputs) > 3 else "")
     page = render_html(data, title=title, plots=plots, min_fold=collapse, max_fold=max_fold)
     atomic_write_bytes(output, page.encode(), force=force)
     wrote(output, f"({plural(len(data.graphs), 'graph')}, {plural(len(data.bench), 'bench result')})")

@@ -145,6 +145,7 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
     benches: list[tuple[Path, BenchResults]] = []
     out = Gathered()
     seen: set[Path] = set()
+    skipped: list[Path] = []  # files in input folders that are not cgtool artifacts (raw records, notes)
     for inp in inputs:
         files = _files(inp)
         for f in files:
@@ -156,7 +157,7 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
                 pr = _probe.decode(data)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 if inp.is_dir():
-                    out.notes.append(f"skipped {f}: not a cgtool artifact")
+                    skipped.append(f)
                     continue
                 raise InvalidInputError(describe_json_error(f, data, e)) from None
             if len(pr.traceEvents):
@@ -166,12 +167,16 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
             elif len(pr.workloads) or pr.kind == "bench":
                 benches.append((f, BenchResults.load(f, max_bytes=max_bytes)))
             elif inp.is_dir():
-                out.notes.append(f"skipped {f}: not a graph export, trace or bench results")
+                skipped.append(f)
             else:
                 raise InvalidInputError(f"{f} is not a graph export, a trace or bench results (it has no "
                                         "'nodes', 'traceEvents' or 'workloads'). Pass cgtool's artifacts.")
         if not files and inp.is_dir():
             raise InvalidInputError(f"No JSON files in {inp} (looked for *.json and *.json.gz, recursively).")
+    if skipped:
+        out.notes.append(f"{len(skipped)} file(s) in the input folders are not graph exports, traces or bench "
+                         f"results and were skipped: {', '.join(str(p) for p in skipped[:5])}"
+                         + (", ..." if len(skipped) > 5 else ""))
     used: set[tuple[int | None, int]] = set()
     for f, t, rank in traces:
         gs = graphs_from_trace(t)
