@@ -258,3 +258,19 @@ def test_every_shape_loads_without_script_errors(tmp_path, shape):
     assert dom.body.get("data-ready") == "1" and dom.body.get("data-errors") == ""
     assert len(dom.find("graph", "g", "node")) == n and not dom.find("graph", "g", "fold")
     assert len(dom.find("graph", "path", "edge")) == len(edges)
+
+
+def test_names_from_the_input_are_text_not_markup(tmp_path):
+    """A kernel name holding markup (from a hostile or odd export) is shown, never run."""
+    from cgtool.artifacts.graph import from_edges
+    from cgtool.inspect.gather import Gathered, graph_view
+    from cgtool.report.html import render_html
+
+    evil = '</script><img src=x onerror="document.title=1"><!--<script>'
+    g = from_edges(2, [(0, 1)], names=[evil, "_Z1kv"])
+    page = tmp_path / "evil.html"
+    page.write_text(render_html(Gathered([graph_view(evil, g)])))
+    dom, stderr, png = _browse(page, tmp_path)
+    assert dom.body.get("data-ready") == "1" and dom.body.get("data-errors") == ""
+    assert not [e for e in dom.els if e["tag"] == "img"]
+    assert len(dom.find("graph", "g", "node")) == 2

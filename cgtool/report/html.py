@@ -174,8 +174,9 @@ def bench_html(b: BenchView, plots: bool) -> str:
 
 
 def _json_script(doc: Any) -> str:
-    # "</" would end the script element early; JSON allows "\/" for "/".
-    return json.dumps(doc, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    # "</script" or "<!--" inside would end or confuse the script element: no "<" at all (JSON
+    # reads "\u003c" as "<").
+    return json.dumps(doc, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
 
 
 def render_html(data: Gathered, *, title: str = "cgtool report", plots: bool = True,
