@@ -93,7 +93,7 @@ def _png_colours(path: Path) -> int:
 def _report(tmp: Path, *inputs: Path) -> Path:
     out = tmp / "report.html"
     with pytest.raises(SystemExit) as e:
-        main(["-q", "report", *map(str, inputs), "-o", str(out)])
+        main(["report", *map(str, inputs), "-o", str(out)])  # not -q: it would stay set for later tests
     assert e.value.code == 0
     return out
 
