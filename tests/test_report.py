@@ -219,8 +219,10 @@ def test_a_trace_of_another_instantiation_is_noted_not_fatal(data_dir, tmp_path)
 
 def test_without_matplotlib_the_report_names_the_extra(data_dir, tmp_path, run_cli, monkeypatch):
     import cgtool.report.plots as plots
+    from cgtool.cli._common import err as err_console
 
     monkeypatch.setattr(plots, "have_matplotlib", lambda: False)
+    monkeypatch.setattr(err_console, "quiet", False)  # an earlier test's `-q` leaves it set
     out = tmp_path / "r.html"
     rc, _, err = run_cli("report", data_dir / "tp_mlp_2gpu" / "bench.json", "-o", out)
     assert rc == 0 and "pip install 'cgtool[report]'" in err
