@@ -229,3 +229,38 @@ def test_without_matplotlib_the_report_names_the_extra(data_dir, tmp_path, run_c
     page = out.read_text()
     assert "<figure" not in page and "cgtool[report]" in page
     assert page.count("sample_workloads/tp_mlp.py [rank") == 2  # the table is there all the same
+
+
+def test_record_style_sources_label_and_detail(data_dir, tmp_path):
+    """`cgtool record` writes source as a dict with its own short label, the function and the code."""
+    from cgtool.report.dot import dot_of_file
+    from cgtool.report.fold import source_detail, source_label
+
+    rec = {"file": "tests/programs/server_runner.py", "line": 22, "function": "forward", "op": "layer_norm",
+           "label": "server_runner.py:22 layer_norm", "code": "h = self.norm(x)"}
+    assert source_label({"source": rec}) == "server_runner.py:22 layer_norm"
+    assert source_detail({"source": rec}) == "tests/programs/server_runner.py:22 in forward: h = self.norm(x)"
+    doc = json.loads((data_dir / "forkjoin" / "graph.json").read_text())
+    doc["cgtool"]["nodes"][3]["source"] = rec
+    p = tmp_path / "g.json"
+    p.write_text(json.dumps(doc))
+    text = dot_of_file(p)
+    node3 = re.search(r"  n3 \[[^\n]*", text).group(0)
+    assert "\\nserver_runner.py:22 layer_norm" in node3 and "in forward: h = self.norm(x)" in node3
+    assert text.count("layer_norm") == 1  # only node 3 has a source
+
+
+def test_a_graph_the_trace_embeds_but_never_replayed_is_shown_untimed(data_dir, tmp_path):
+    from cgtool.inspect.gather import gather
+
+    doc = json.loads(gzip.decompress((data_dir / "forkjoin_trace_mc1" / "trace.json.gz").read_bytes()))
+    extra = json.loads((data_dir / "chain" / "graph.json").read_text())
+    extra["exec_graph_id"] = 99
+    for n in extra["nodes"]:
+        n["graph_id"], n["tools_id"] = 99, (99 << 32) | n["node_id"]
+    doc["cgtool"]["graphs"].append(extra)
+    p = tmp_path / "trace.json"
+    p.write_text(json.dumps(doc))
+    timed, untimed = gather([p]).graphs
+    assert timed.replay is not None and len(timed.replay.node) == len(timed.graph.nodes)
+    assert untimed.graph.exec_graph_id == 99 and untimed.replay is None and untimed.durations is None

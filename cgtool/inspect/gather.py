@@ -193,9 +193,12 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
         except InvalidInputError as e:  # e.g. a trace of another instantiation: show the graphs alone
             out.notes.append(f"{f}: not used: {e.message}")
             continue
+        traced = set(res.replay_table["graph_id"].tolist())
         for k, g in enumerate(gs):
             label = _label(f, g, k, len(gs), rank)
-            out.graphs.append(graph_view(label, g, rank, t, res))
+            # A graph the trace embeds but never saw replayed (`record` traces a window) is shown untimed.
+            timed = g.exec_graph_id in traced
+            out.graphs.append(graph_view(label, g, rank, t if timed else None, res if timed else None))
             used.add((rank, g.exec_graph_id))
     for f, g, rank in exports:
         if (rank, g.exec_graph_id) in used:
@@ -212,6 +215,8 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
 
 
 def _label(f: Path, g: GraphData, k: int, n: int, rank: int | None) -> str:
-    lab = g.meta.get("label") if isinstance(g.meta, dict) else None
+    meta: Any = g.meta
+    rec = meta.get("record") if isinstance(meta, dict) else None
+    lab = (rec.get("label") if isinstance(rec, dict) else None) or (meta.get("label") if isinstance(meta, dict) else None)
     name = str(lab) if lab else (f.name if n == 1 else f"{f.name} graph {k}")
     return f"rank {rank}: {name}" if rank is not None else name

@@ -25,7 +25,7 @@ from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
 from cgtool.errors import UsageError
 from cgtool.artifacts.names import demangle, short_name
 from cgtool.inspect.topo import Topology
-from cgtool.report.fold import MAX_FOLD, MIN_FOLD, fold, node_source, short_source
+from cgtool.report.fold import MAX_FOLD, MIN_FOLD, fold, source_detail, source_label
 
 STYLE: dict[NodeType, tuple[str, str]] = {
     NodeType.KERNEL: ("box", "#cfe2ff"),
@@ -169,9 +169,10 @@ def render_dot(
                     f'tooltip="{tip}"{f", color={chr(34)}{CRIT}{chr(34)}, penwidth=2.5" if on else ""}];\n')
         name = short_name(n.kernel_name, 44) if n.kernel_name else n.node_type.value
         lines = [f"#{n.node_id} {name}"]
-        src = node_source(g, i)
-        if src:
-            lines.append(short_source(src))
+        node_extra = g.node_extra(i)
+        src, label_src = source_detail(node_extra), source_label(node_extra)
+        if label_src:
+            lines.append(label_src)
         if i in dur:
             lines.append(_us(dur[i]))
         label = "\\n".join(esc(x) for x in lines)

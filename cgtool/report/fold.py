@@ -84,6 +84,30 @@ def source_of(extra: Mapping[str, Any]) -> str | None:
     return None
 
 
+def source_label(extra: Mapping[str, Any]) -> str | None:
+    """The short form of a node's source for a label: ``record``'s own ``label`` (``model.py:22
+    layer_norm``) when it has one, else ``model.py:22``; None when the export records no source."""
+    src: Any = extra.get("source")
+    if isinstance(src, dict) and isinstance(src.get("label"), str) and src["label"]:
+        return str(src["label"])
+    full = source_of(extra)
+    return short_source(full) if full else None
+
+
+def source_detail(extra: Mapping[str, Any]) -> str | None:
+    """The long form, for a tooltip: ``path/model.py:22 in forward: h = self.norm(x)``."""
+    full = source_of(extra)
+    if full is None:
+        return None
+    src: Any = extra.get("source")
+    if isinstance(src, dict):
+        if isinstance(src.get("function"), str):
+            full += f" in {src['function']}"
+        if isinstance(src.get("code"), str) and src["code"]:
+            full += f": {src['code']}"
+    return full
+
+
 def short_source(src: str) -> str:
     """``path/to/model.py:42`` -> ``model.py:42`` (the label; the full path goes in the tooltip)."""
     head, sep, tail = src.rpartition(":")

@@ -20,7 +20,7 @@ from cgtool.artifacts.bench import WorkloadResult
 from cgtool.artifacts.names import demangle, short_name
 from cgtool.inspect.deps import DepKind, Lane, MatchKind
 from cgtool.inspect.gather import BenchView, Gathered, GraphView
-from cgtool.report.fold import MAX_FOLD, MIN_FOLD, fold, node_source, short_source
+from cgtool.report.fold import MAX_FOLD, MIN_FOLD, fold, source_detail, source_label
 from cgtool.report.layout import layered
 from cgtool.text import plural
 
@@ -40,7 +40,7 @@ def graph_data(v: GraphView, *, min_fold: int = MIN_FOLD, max_fold: int = MAX_FO
     g = v.graph
     n = len(g.nodes)
     lay = layered(g, fold(g, min_fold, max_fold))
-    names, full, src = [], [], []
+    names, full, src, srcl = [], [], [], []
     for nd in g.nodes:
         if nd.kernel_name:
             names.append(short_name(nd.kernel_name, 44))
@@ -48,7 +48,9 @@ def graph_data(v: GraphView, *, min_fold: int = MIN_FOLD, max_fold: int = MAX_FO
         else:
             names.append(nd.node_type.value)
             full.append(f"{nd.node_type.value} node")
-        src.append(node_source(g, nd.index))
+        extra = g.node_extra(nd.index)
+        src.append(source_detail(extra))
+        srcl.append(source_label(extra))
     dur = [None if v.durations is None or i not in v.durations else _r(v.durations[i]) for i in range(n)]
     tid = {nd.tools_id: nd.index for nd in g.nodes}
     fake: list[list[float]] = []
@@ -72,7 +74,7 @@ def graph_data(v: GraphView, *, min_fold: int = MIN_FOLD, max_fold: int = MAX_FO
     return {
         "label": v.label, "source": g.source, "trace": v.trace_source, "n": n,
         "name": names, "full": full, "type": [nd.node_type.value for nd in g.nodes],
-        "id": [nd.tools_id & LOW32 for nd in g.nodes], "src": src, "dur": dur,
+        "id": [nd.tools_id & LOW32 for nd in g.nodes], "src": src, "srcl": srcl, "dur": dur,
         "edges": [x for e in g.edges() for x in e],
         "crit": v.topology.critical_path,
         "units": {"members": lay.members, "row": lay.row, "x": lay.x},

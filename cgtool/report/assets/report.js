@@ -27,7 +27,6 @@
   const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]));
   const cut = (s, k) => (s.length > k ? s.slice(0, k - 1) + "…" : s);
   const fmt = (us) => (us == null ? "-" : us >= 1000 ? (us / 1000).toFixed(2) + " ms" : us.toFixed(us < 10 ? 2 : 1) + " µs");
-  const shortSrc = (s) => { const m = /([^/\\]+)$/.exec(s); return m ? m[1] : s; };
 
   function hex(c) { return [1, 3, 5].map((k) => parseInt(c.slice(k, k + 2), 16)); }
   function mix(a, b, t) { const x = hex(a), y = hex(b); return "rgb(" + x.map((v, k) => Math.round(v + (y[k] - v) * t)).join(",") + ")"; }
@@ -120,11 +119,11 @@
         `<text x="6" y="28">${esc(cut(S.name[a], 30))}</text>` +
         `<text x="6" y="42">${any ? "Σ " + fmt(tot) + " · " : ""}click to unfold</text></g>`;
     }
-    const i = b.i, src = S.src[i];
+    const i = b.i, src = S.srcl[i];
     return `<g class="node${cls}" data-i="${i}" data-b="${k}" transform="translate(${b.x},${b.y})">` +
       `<rect width="${NW}" height="${NH}" rx="3" fill="${colour(i)}"/>` +
       `<text x="6" y="14">#${S.id[i]} ${esc(cut(S.name[i], 26))}</text>` +
-      `<text x="6" y="28">${src ? esc(cut(shortSrc(src), 30)) : esc(S.type[i])}</text>` +
+      `<text x="6" y="28">${src ? esc(cut(src, 32)) : esc(S.type[i])}</text>` +
       `<text x="6" y="42">${S.dur[i] != null ? fmt(S.dur[i]) : ""}</text></g>`;
   }
 
