@@ -76,3 +76,20 @@ class CheckFailed(CgtoolError):
     """A CI check (regression, fake dependencies, diff) failed; the report was already printed."""
 
     exit_code = ExitCode.CHECK_FAILED
+
+
+# Errors of the capture engine (cgtool.capture.graph), which stands in for torch.cuda.CUDAGraph.
+# Each is a cgtool error (with its exit code) AND the built-in exception PyTorch raises in the
+# same situation, so code written against torch (``except RuntimeError``) keeps working.
+
+
+class GraphUsageError(UsageError, RuntimeError):
+    """A CUDAGraph method called in a state where PyTorch raises RuntimeError (exit code 2)."""
+
+
+class GraphCaptureError(CaptureError, RuntimeError):
+    """Capture, instantiation or replay failed where PyTorch raises RuntimeError (exit code 3)."""
+
+
+class GraphTypeError(UsageError, TypeError):
+    """A CUDAGraph argument of a type PyTorch refuses with TypeError (exit code 2)."""

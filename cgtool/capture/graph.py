@@ -1,26 +1,47 @@
 """``Graph``: the API of the newest ``torch.cuda.CUDAGraph`` docs on the torch users have today.
 
 torch >= 2.8 provides capture, replay, ``keep_graph``, ``instantiate``, ``pool``,
-``raw_cuda_graph(_exec)``; this class adds what older builds lack, on cuda.bindings:
+``raw_cuda_graph(_exec)``; this class adds what older builds lack, on cuda.bindings. It is a drop-in
+``torch.cuda.CUDAGraph``: errors are raised as the exception type PyTorch raises (each engine error is
+also a cgtool error with its exit code, see ``cgtool.errors``), with PyTorch's message first, and
+PyTorch's own tests of these APIs run against it (``scripts/torch_tests/``).
 
-=========================== ==========================================================================
-method                      what differs by torch version
-=========================== ==========================================================================
-capture_begin               ``check_input_liveness`` is passed through where torch has it
-                            (2.13+); on older torch it is refused with a clear message unless False.
-capture_end_pre/post        not in any released torch: built here. The wrapped torch graph always
-                            keeps its template (``keep_graph=True`` underneath) so capture-end hooks
-                            and ``get_graph_data`` can read it; with ``keep_graph=False`` the
-                            template is released to the user's view after ``capture_end_post``
-                            (``raw_cuda_graph`` then raises), but its host memory stays with torch.
-register_*_hook             not in any released torch: built here (RemovableHandle, in order).
-instantiate                 torch's; post-instantiate hooks fire after each (re-)instantiation.
-debug_dump(path, verbose)   ``cudaGraphDebugDotPrint`` called directly (torch's needs debug mode).
-get_graph_data              torch 2.13 has it but needs a 13.1 driver; here ids come from the driver
-                            where it can, else from CUPTI (see ``cgtool.capture.export``).
-pools                       torch tracks one pool per graph; ``pools()`` lists it and any pool
-                            passed at capture.
-=========================== ==========================================================================
+=============================== ======================================================================
+method                          what differs by torch version
+=============================== ======================================================================
+capture_begin                   ``pool`` is a token or a ``torch.cuda.MemPool`` (kept alive until
+                                ``reset()``). ``check_input_liveness`` is cgtool's own tracker on
+                                torch >= 2.8 (``cgtool.capture.liveness``, PyTorch's semantics and
+                                messages); torch's own option is not used, so every version behaves
+                                alike. On the default stream: RuntimeError, PyTorch's message.
+capture_end_pre/post            not in any released torch: built here. The wrapped torch graph always
+                                keeps its template (``keep_graph=True`` underneath) so capture-end hooks
+                                and ``get_graph_data`` can read it; with ``keep_graph=False`` the
+                                template is released to the user's view after ``capture_end_post``
+                                (``raw_cuda_graph`` then raises), but its host memory stays with torch.
+register_*_hook                 capture-end, post-instantiate, replay-start and replay-end hooks: not
+                                in any released torch, built here (RemovableHandle, in order). Replay
+                                end hooks fire even when the launch raises (as upstream).
+register_graph_instantiate_hook module level: a hook run for every engine graph after each
+                                instantiation, before the graph's own hooks; its errors are swallowed
+                                (upstream main, not released).
+export_dot / export_graph_data  hook factories (upstream main). ``export_graph_data`` writes the
+                                JSON export (gzip for ``.gz``), never a pickle as upstream does.
+instantiate                     torch's; by the user only with ``keep_graph=True`` or between
+                                ``capture_end_pre`` and ``capture_end_post`` (else RuntimeError, as
+                                torch). Global, then per-graph hooks fire after each (re-)instantiation.
+replay                          checks input liveness first when asked; instantiates on first use.
+reset                           also releases the memory pool of a failed capture (torch 2.11 keeps it).
+debug_dump(path, verbose)       ``cudaGraphDebugDotPrint`` called directly (torch's needs debug mode).
+enable_debug_mode               same as ``keep_graph=True`` (as upstream now documents).
+get_graph_data                  torch 2.13 has it but needs a 13.1 driver; here ids come from the driver
+                                where it can, else from CUPTI (see ``cgtool.capture.export``). Cached
+                                for the hooks of one instantiation (one object), fresh afterwards.
+                                Child-graph and conditional nodes are one top-level node each, with a
+                                UserWarning naming the kind; batch memory-op nodes are ``batch_mem_op``.
+pools                           torch tracks one pool per graph; ``pools()`` lists it and any pool
+                                passed at capture.
+=============================== ======================================================================
 
 Use as ``with torch.cuda.stream(s), Graph() as g:`` or ``with s, g:`` in the style of
 ``torch.accelerator.Graph``, or through :func:`graph` like ``torch.cuda.graph``.
@@ -28,15 +49,31 @@ Use as ``with torch.cuda.stream(s), Graph() as g:`` or ``with s, g:`` in the sty
 
 from __future__ import annotations
 
-import inspect
 import time
+import warnings
 from collections import OrderedDict
+from enum import Enum
+from pathlib import Path
 from typing import Any, Callable
 
 from cgtool.capture._deps import check, require_bindings, require_cuda
-from cgtool.errors import CaptureError, UsageError
+from cgtool.capture.liveness import LivenessTracker, TrackedInput
+from cgtool.errors import GraphCaptureError, GraphUsageError, UsageError
 
 Hook = Callable[["Graph"], None]
+
+#: Node kinds whose body is a separate cudaGraph_t that cudaGraphGetNodes does not descend into.
+NESTED_KINDS = ("child_graph", "conditional")
+
+
+class GraphState(Enum):
+    """Where a Graph is in its life: new -> capturing -> captured (-> instantiated); a failed
+    capture leaves it aborted until ``reset()``. Only the Graph itself changes it."""
+
+    NEW = "new"  # nothing captured (also after reset())
+    CAPTURING = "capturing"  # between capture_begin and capture_end
+    CAPTURED = "captured"  # a template graph exists (it may also be instantiated)
+    ABORTED = "aborted"  # the last capture failed: reset() before capturing again
 
 
 class RemovableHandle:
@@ -44,7 +81,7 @@ class RemovableHandle:
 
     _next_id = 0
 
-    def __init__(self, hooks: "OrderedDict[int, Hook]") -> None:
+    def __init__(self, hooks: "OrderedDict[int, Any]") -> None:
         self._hooks = hooks
         RemovableHandle._next_id += 1
         self.id = RemovableHandle._next_id
@@ -59,11 +96,56 @@ class RemovableHandle:
         self.remove()
 
 
-def _capture_begin_accepts(torch_graph: Any, name: str) -> bool:
+_global_instantiate_hooks: "OrderedDict[int, Hook]" = OrderedDict()
+
+
+def register_graph_instantiate_hook(fn: Hook) -> RemovableHandle:
+    """Run ``fn(graph)`` for every engine graph right after each instantiation (before its own hooks).
+
+    Errors raised by ``fn`` are swallowed, so one consumer cannot break ``instantiate()`` for another.
+    """
+    h = RemovableHandle(_global_instantiate_hooks)
+    _global_instantiate_hooks[h.id] = fn
+    return h
+
+
+def _run_global_instantiate_hooks(g: "Graph") -> None:
+    for fn in list(_global_instantiate_hooks.values()):
+        try:
+            fn(g)
+        except Exception:
+            pass
+
+
+_ORIGINALS: dict[str, Any] = {}
+
+
+def torch_originals(torch: Any) -> dict[str, Any]:
+    """torch's own ``CUDAGraph`` class and ``graph_pool_handle``, remembered on first use.
+
+    A shim that points ``torch.cuda.CUDAGraph`` at the engine (``scripts/torch_tests``) calls this
+    before patching, so the engine keeps wrapping torch's class instead of itself.
+    """
+    if not _ORIGINALS:
+        import torch.cuda.graphs as tg
+
+        _ORIGINALS["CUDAGraph"] = tg.CUDAGraph
+        _ORIGINALS["graph_pool_handle"] = tg.graph_pool_handle
+        _ORIGINALS["make_graphed_callables"] = tg.make_graphed_callables
+    return _ORIGINALS
+
+
+def _torch_version(torch: Any) -> tuple[int, int]:
     try:
-        return name in inspect.signature(torch_graph.capture_begin).parameters
-    except (TypeError, ValueError):
-        return False
+        major, minor = str(torch.__version__).split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return (0, 0)
+
+
+def _is_mem_pool(torch: Any, pool: Any) -> bool:
+    cls = getattr(torch.cuda, "MemPool", None)
+    return cls is not None and isinstance(pool, cls)
 
 
 class Graph:
@@ -79,7 +161,7 @@ class Graph:
     ) -> None:
         torch = require_cuda("Graph capture")
         # Underneath, always keep the template: hooks and exports read it after capture.
-        self._setup(torch, torch.cuda.CUDAGraph(keep_graph=True), keep_graph)
+        self._setup(torch, torch_originals(torch)["CUDAGraph"](keep_graph=True), keep_graph)
         self._default_pool = pool
         self._default_mode = "global" if capture_error_mode == "default" else capture_error_mode
         self._ctx_stream = stream
@@ -91,24 +173,32 @@ class Graph:
         self._g = torch_graph
         self._default_pool = None
         self._default_mode = "global"
+        self._default_liveness = False
         self._ctx_stream = None
         self._capture_end_hooks: OrderedDict[int, Hook] = OrderedDict()
         self._post_instantiate_hooks: OrderedDict[int, Hook] = OrderedDict()
+        self._replay_start_hooks: OrderedDict[int, Hook] = OrderedDict()
+        self._replay_end_hooks: OrderedDict[int, Hook] = OrderedDict()
         self._pools: list[Any] = []
-        self._state = "new"  # new -> capturing -> captured -> (instantiated)
+        self._mempools: list[Any] = []  # MemPool objects passed at capture: kept alive until reset()
+        self._state = GraphState.NEW
         self._template_live = False
         self._instantiated = False
-        self._debug = keep_graph
+        self._tracker: LivenessTracker | None = None
+        self._capture_pool: tuple[int, Any] | None = None  # (device, pool id) of the capture underway
+        self._failed_pool: tuple[int, Any] | None = None  # pool of a failed capture, released by reset()
+        self._caching_graph_data = False
+        self._graph_data_cache: dict[str, Any] | None = None
         self.capture_s: float | None = None
         self.instantiate_s: float | None = None
         self.instantiations = 0
 
     @classmethod
     def _wrap(cls, torch_graph: Any, *, keep_graph: bool = True) -> "Graph":
-        """Wrap a torch CUDAGraph already captured with keep_graph=True (make_graphed_callables)."""
+        """Wrap a torch CUDAGraph already captured with keep_graph=True."""
         self = cls.__new__(cls)
         self._setup(require_cuda("Graph capture"), torch_graph, keep_graph)
-        self._state = "captured"
+        self._state = GraphState.CAPTURED
         self._template_live = True
         return self
 
@@ -117,57 +207,84 @@ class Graph:
         self, pool: Any = None, capture_error_mode: str | None = None, check_input_liveness: bool = False
     ) -> None:
         """Begin capturing CUDA work on the current stream (not the default stream)."""
-        if self._state == "capturing":
-            raise UsageError("capture_begin() called twice: this graph is already capturing.")
-        if self._state != "new":
-            raise UsageError("This graph already holds a capture; call reset() before capturing again.")
+        if self._state is not GraphState.NEW:
+            raise GraphUsageError(
+                "This CUDAGraph instance already owns a captured graph. To capture a new graph, "
+                "create a new instance or call reset() on the present instance."
+                + (" (A capture is underway on it now.)" if self._state is GraphState.CAPTURING else "")
+            )
         torch = self._torch
         if torch.cuda.current_stream() == torch.cuda.default_stream():
-            raise CaptureError(
-                "Cannot capture on the default (legacy) stream. Capture on a side stream: "
+            raise GraphCaptureError(
+                "CUDA graphs must be captured on a non-default stream. (However, after capture, it's ok "
+                "to replay them on the default stream.) Capture on a side stream: "
                 "`with torch.cuda.stream(torch.cuda.Stream()):` or use cgtool.capture.graph.graph(...)."
             )
         pool = pool if pool is not None else self._default_pool
         mode = capture_error_mode or self._default_mode
-        kwargs: dict[str, Any] = {"capture_error_mode": mode}
-        if check_input_liveness:
-            if not _capture_begin_accepts(self._g, "check_input_liveness"):
-                raise UsageError(
-                    f"check_input_liveness needs torch 2.13 or newer (this is {torch.__version__}). "
-                    "Drop the option, or upgrade torch."
-                )
-            kwargs["check_input_liveness"] = True
-        if pool is not None:
-            self._pools.append(pool)
-        self._state = "capturing"
+        liveness = check_input_liveness or self._default_liveness
+        if liveness and _torch_version(torch) < (2, 8):
+            raise GraphUsageError(
+                f"check_input_liveness needs torch 2.8 or newer (this is {torch.__version__}). "
+                "Drop the option, or upgrade torch."
+            )
+        if pool is None:
+            # A fresh pool of our own, as torch makes when given none; but with its id known before
+            # the capture (torch's pool() refuses until capture ends), to release it if capture fails.
+            pool_id = torch_originals(torch)["graph_pool_handle"]()
+        elif _is_mem_pool(torch, pool):
+            pool_id = pool.id
+            self._mempools.append(pool)  # as torch does: the graph keeps the MemPool alive
+            self._pools.append(pool_id)
+        else:
+            pool_id = pool
+            self._pools.append(pool_id)
+        device = torch.cuda.current_device()
+        self._state = GraphState.CAPTURING
         self._t_begin = time.perf_counter()
         try:
-            if pool is None:
-                self._g.capture_begin(**kwargs)
-            else:
-                self._g.capture_begin(pool, **kwargs)
+            self._g.capture_begin(pool_id, capture_error_mode=mode)
         except Exception:
-            self._state = "new"
+            self._state = GraphState.NEW
             raise
+        self._capture_pool = (device, pool_id)
+        if liveness:
+            try:
+                self._tracker = LivenessTracker(torch)
+                self._tracker.start()
+            except BaseException:
+                self._abort_capture()  # never leave the stream capturing behind an error
+                raise
+
+    def _stop_tracking(self, *, drop: bool) -> None:
+        if self._tracker is not None:
+            self._tracker.stop()
+            if drop:
+                self._tracker = None
 
     def capture_end_pre(self) -> None:
         """End capture but leave the cudaGraph_t live; capture-end hooks fire here, in order."""
-        if self._state != "capturing":
-            raise UsageError("capture_end_pre() without capture_begin().")
-        self._g.capture_end()  # keep_graph=True underneath: ends capture, does not instantiate
+        if self._state is not GraphState.CAPTURING:
+            raise GraphUsageError("capture_end_pre() without capture_begin(): no capture is underway.")
+        self._stop_tracking(drop=False)
+        try:
+            self._g.capture_end()  # keep_graph=True underneath: ends capture, does not instantiate
+        except Exception:
+            self._abort_failed_capture()
+            raise
         self.capture_s = time.perf_counter() - self._t_begin
-        self._state = "captured"
+        self._state = GraphState.CAPTURED
         self._template_live = True
         for hook in list(self._capture_end_hooks.values()):
             hook(self)
 
     def capture_end_post(self) -> None:
         """Finalize: with keep_graph=False the template is released (the graph must be instantiated)."""
-        if self._state != "captured":
-            raise UsageError("capture_end_post() must follow capture_end_pre().")
-        if not self.keep_graph and not self._debug:
+        if self._state is not GraphState.CAPTURED:
+            raise GraphUsageError("capture_end_post() must follow capture_end_pre().")
+        if not self.keep_graph:
             if not self._instantiated:
-                raise UsageError(
+                raise GraphUsageError(
                     "capture_end_post() with keep_graph=False needs the graph instantiated first "
                     "(capture_end() and the context manager do this)."
                 )
@@ -180,37 +297,86 @@ class Graph:
             self.instantiate()
         self.capture_end_post()
 
+    def _abort_capture(self) -> None:
+        """End a capture that the caller's code broke off (an exception in the capture body)."""
+        if self._state is not GraphState.CAPTURING:
+            return
+        self._stop_tracking(drop=True)
+        try:
+            self._g.capture_end()
+        except Exception:
+            self._abort_failed_capture()  # the caller's exception matters more than this one
+            return
+        self._state = GraphState.ABORTED
+
+    def _abort_failed_capture(self) -> None:
+        """torch's capture_end raised (an invalidated capture): its pool is released only by us."""
+        self._stop_tracking(drop=True)
+        self._failed_pool = self._capture_pool
+        self._state = GraphState.ABORTED
+
     # ------------------------------------------------------------------ instantiate / replay
     def instantiate(self) -> None:
-        """(Re-)instantiate the exec graph; post-instantiate hooks fire after each one."""
-        if self._state == "new" or self._state == "capturing":
-            raise UsageError("instantiate() needs a finished capture (call capture_end first).")
-        if self._instantiated and not self._template_live:
-            raise UsageError(
-                "Cannot re-instantiate: the template was released (keep_graph=False). "
-                "Capture with keep_graph=True to instantiate again."
+        """(Re-)instantiate the exec graph; global then per-graph post-instantiate hooks fire after it."""
+        if self._state in (GraphState.NEW, GraphState.CAPTURING, GraphState.ABORTED):
+            raise GraphUsageError(
+                "instantiate() needs a finished capture: capture_begin() ... capture_end() first"
+                + (" (the last capture failed; call reset())." if self._state is GraphState.ABORTED else ".")
+            )
+        if not self._template_live:
+            raise GraphUsageError(
+                "instantiate() is intended to be called by the user only when keep_graph=true. "
+                "The template was released after capture (keep_graph=False); capture with "
+                "keep_graph=True to instantiate again."
             )
         t0 = time.perf_counter()
         self._g.instantiate()
         self.instantiate_s = time.perf_counter() - t0
         self._instantiated = True
         self.instantiations += 1
-        for hook in list(self._post_instantiate_hooks.values()):
-            hook(self)
+        # One get_graph_data() result serves every hook of this instantiation; dropped afterwards.
+        self._caching_graph_data = True
+        try:
+            _run_global_instantiate_hooks(self)
+            for hook in list(self._post_instantiate_hooks.values()):
+                hook(self)
+        finally:
+            self._caching_graph_data = False
+            self._graph_data_cache = None
 
     def replay(self) -> None:
         """Replay the captured work (instantiating first if needed, as torch does)."""
+        if self._tracker is not None:
+            self._tracker.check(self.pools())
         if not self._instantiated:
+            if self._state is not GraphState.CAPTURED:
+                raise GraphUsageError(
+                    "Called CUDAGraph::replay without a preceding successful capture."
+                    + (" The last capture failed; call reset() and capture again." if self._state is GraphState.ABORTED else "")
+                )
             self.instantiate()
-        self._g.replay()
+        for hook in list(self._replay_start_hooks.values()):
+            hook(self)
+        try:
+            self._g.replay()
+        finally:
+            for hook in list(self._replay_end_hooks.values()):
+                hook(self)
 
     def reset(self) -> None:
-        """Delete the graph held by this instance; it can capture again afterwards."""
+        """Delete the graph held by this instance (and a failed capture's pool); it can capture again."""
+        self._stop_tracking(drop=True)
         self._g.reset()
-        self._g = self._torch.cuda.CUDAGraph(keep_graph=True)
-        self._state = "new"
+        failed, self._failed_pool = self._failed_pool, None
+        if failed is not None:
+            _release_pool(self._torch, *failed)
+        self._g = torch_originals(self._torch)["CUDAGraph"](keep_graph=True)
+        self._state = GraphState.NEW
         self._template_live = False
         self._instantiated = False
+        self._capture_pool = None
+        self._pools.clear()
+        self._mempools.clear()
 
     # ------------------------------------------------------------------ pools and raw handles
     def pool(self) -> Any:
@@ -225,17 +391,26 @@ class Graph:
     def raw_cuda_graph(self) -> int:
         """The cudaGraph_t (template); live with keep_graph=True or inside a capture-end hook."""
         if not self._template_live:
-            raise UsageError(
-                "The graph template is not live: capture with keep_graph=True (or call "
-                "enable_debug_mode() before capture), or read it from a capture-end hook."
+            raise GraphUsageError(
+                "You cannot access the raw cudaGraph_t instance unless CUDAGraph was initialized with "
+                "keep_graph=true (or from a capture-end hook, before the template is released)"
+                + ("; nothing has been captured yet." if self._state in (GraphState.NEW, GraphState.CAPTURING) else ".")
             )
         return int(self._g.raw_cuda_graph())
 
     def raw_cuda_graph_exec(self) -> int:
         """The cudaGraphExec_t; instantiate() (or capture_end with keep_graph=False) first."""
         if not self._instantiated:
-            raise UsageError("The graph is not instantiated yet: call instantiate() first.")
+            raise GraphUsageError(
+                "You cannot access the raw cudaGraphExec_t instance until instantiate() has been called "
+                "(capture_end() does it when keep_graph=False)."
+            )
         return int(self._g.raw_cuda_graph_exec())
+
+    @property
+    def _external_inputs(self) -> dict[int, TrackedInput]:
+        """check_input_liveness: the tracked external inputs by data_ptr (empty when not tracking)."""
+        return self._tracker.external_inputs if self._tracker is not None else {}
 
     # ------------------------------------------------------------------ hooks
     def register_capture_end_hook(self, hook: Hook) -> RemovableHandle:
@@ -250,10 +425,22 @@ class Graph:
         self._post_instantiate_hooks[h.id] = hook
         return h
 
+    def register_replay_start_hook(self, hook: Hook) -> RemovableHandle:
+        """``hook(graph)`` at the start of every replay, just before the launch (after instantiation)."""
+        h = RemovableHandle(self._replay_start_hooks)
+        self._replay_start_hooks[h.id] = hook
+        return h
+
+    def register_replay_end_hook(self, hook: Hook) -> RemovableHandle:
+        """``hook(graph)`` once every replay is enqueued (not finished); fires even if the launch raised."""
+        h = RemovableHandle(self._replay_end_hooks)
+        self._replay_end_hooks[h.id] = hook
+        return h
+
     # ------------------------------------------------------------------ inspection
     def enable_debug_mode(self) -> None:
         """Retain the template after capture (same as keep_graph=True)."""
-        self._debug = True
+        self.keep_graph = True
 
     def debug_dump(self, debug_path: str, *, verbose: bool = True, flags: int | None = None) -> None:
         """Write the driver's Graphviz DOT of the template to ``debug_path``."""
@@ -268,14 +455,25 @@ class Graph:
         )
 
     def get_graph_data(self, *, with_meta: bool = False) -> dict[str, Any]:
-        """The graph's topology in get_graph_data()'s schema (``with_meta`` adds cgtool's block)."""
+        """The graph's topology in get_graph_data()'s schema (``with_meta`` adds cgtool's block).
+
+        Inside the hooks of one instantiation every call returns the same object; afterwards each
+        call computes a fresh one. Needs the template (keep_graph=True, or a hook) and the exec graph.
+        """
+        if not with_meta and self._graph_data_cache is not None:
+            return self._graph_data_cache
         from cgtool.capture.export import graph_data
 
-        data = graph_data(self.raw_cuda_graph(), self.raw_cuda_graph_exec(), with_meta=with_meta)
+        raw, exe = self.raw_cuda_graph(), self.raw_cuda_graph_exec()
+        data = graph_data(raw, exe, with_meta=with_meta)
+        _name_batch_mem_ops(data)
+        _warn_nested(data)
         if with_meta:
             data["cgtool"]["timings"].update(
                 {"capture_s": self.capture_s, "instantiate_s": self.instantiate_s}
             )
+        elif self._caching_graph_data:
+            self._graph_data_cache = data
         return data
 
     # ------------------------------------------------------------------ context manager
@@ -297,15 +495,74 @@ class Graph:
         try:
             if exc_type is None:
                 self.capture_end()
-            elif self._state == "capturing":
-                try:
-                    self._g.capture_end()
-                except Exception:
-                    pass  # the original error matters more
-                self._state = "new"
+            else:
+                self._abort_capture()
         finally:
             if self._stream_ctx is not None:
                 self._stream_ctx.__exit__(exc_type, exc, tb)
+
+
+def _release_pool(torch: Any, device: int, pool_id: Any) -> None:
+    """Give back the private pool of a capture whose capture_end failed (torch 2.11 never does)."""
+    release = getattr(torch._C, "_cuda_releasePool", None)
+    if release is None:
+        return
+    try:
+        release(device, pool_id)
+    except RuntimeError:
+        pass  # a torch that already released it on reset(): nothing left to do
+
+
+def _name_batch_mem_ops(data: dict[str, Any]) -> None:
+    """The runtime's node-type enum has no batch memory-op member; name it as PyTorch does."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return
+    kind = getattr(driver.CUgraphNodeType, "CU_GRAPH_NODE_TYPE_BATCH_MEM_OP", None)
+    if kind is None:
+        return
+    unknown = f"unknown_{int(kind)}"
+    for n in data["nodes"]:
+        if n["node_type"] == unknown:
+            n["node_type"] = "batch_mem_op"
+
+
+def _warn_nested(data: dict[str, Any]) -> None:
+    for kind in NESTED_KINDS:
+        count = sum(1 for n in data["nodes"] if n["node_type"] == kind)
+        if count:
+            warnings.warn(
+                f"get_graph_data(): the graph has {count} {kind} node(s). Each is reported as one "
+                f"top-level node of type {kind!r}: cudaGraphGetNodes does not descend into a {kind} "
+                "body, so the work inside it is not listed (the ids that are listed stay valid).",
+                UserWarning,
+                stacklevel=3,
+            )
+
+
+def export_dot(path: str | Path, *, verbose: bool = True) -> Hook:
+    """A capture-end hook that writes the driver's DOT of the graph to ``path`` (both keep_graph modes)."""
+
+    def _hook(g: Graph) -> None:
+        g.debug_dump(str(path), verbose=verbose)
+
+    return _hook
+
+
+def export_graph_data(path: str | Path) -> Hook:
+    """A post-instantiate hook that writes ``get_graph_data()`` to ``path`` as JSON (``.gz``: gzip).
+
+    PyTorch's hook of this name pickles; cgtool never writes or reads pickles. An existing file is
+    overwritten, as each (re-)instantiation writes the export of the new exec graph.
+    """
+
+    def _hook(g: Graph) -> None:
+        from cgtool.artifacts.jsonio import write_json
+
+        write_json(path, g.get_graph_data(), force=True)
+
+    return _hook
 
 
 _DOT_FLAG_NAMES = {
@@ -345,7 +602,11 @@ def _side_stream(torch: Any) -> Any:
 
 
 class graph:
-    """Context manager that captures into ``cuda_graph`` (a :class:`Graph`), like ``torch.cuda.graph``."""
+    """Context manager that captures into ``cuda_graph`` (a :class:`Graph`), like ``torch.cuda.graph``.
+
+    ``pool`` is a pool token or a ``torch.cuda.MemPool``. When the body raises, the capture is
+    ended, the body's exception propagates and the graph must be ``reset()`` before the next capture.
+    """
 
     def __init__(
         self,
@@ -367,7 +628,11 @@ class graph:
         torch.cuda.empty_cache()
         self._ctx = torch.cuda.stream(self.stream if self.stream is not None else _side_stream(torch))
         self._ctx.__enter__()
-        self.cuda_graph.capture_begin(self.pool, self.mode, self.liveness)
+        try:
+            self.cuda_graph.capture_begin(self.pool, self.mode, self.liveness)
+        except BaseException as e:
+            self._ctx.__exit__(type(e), e, e.__traceback__)
+            raise
         return self.cuda_graph
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -375,11 +640,7 @@ class graph:
             if exc_type is None:
                 self.cuda_graph.capture_end()
             else:
-                try:
-                    self.cuda_graph._g.capture_end()
-                except Exception:
-                    pass
-                self.cuda_graph._state = "new"
+                self.cuda_graph._abort_capture()
         finally:
             self._ctx.__exit__(exc_type, exc, tb)
 
@@ -387,7 +648,7 @@ class graph:
 def graph_pool_handle() -> Any:
     """A memory-pool token to share between captures (torch's own)."""
     torch = require_cuda("graph_pool_handle")
-    return torch.cuda.graph_pool_handle()
+    return torch_originals(torch)["graph_pool_handle"]()
 
 
 def is_current_stream_capturing() -> bool:
@@ -402,45 +663,56 @@ def make_graphed_callables(
     num_warmup_iters: int = 3,
     allow_unused_input: bool = False,
     pool: Any = None,
+    capture_error_mode: str = "global",
+    check_input_liveness: bool = False,
     *,
     graphs_out: list[tuple[str, Graph]] | None = None,
 ) -> Any:
-    """torch's ``make_graphed_callables``, with its forward and backward graphs inspectable.
+    """torch's ``make_graphed_callables``, its graphs being engine graphs you can inspect.
 
     Returns what torch returns. When ``graphs_out`` is a list, ``(label, Graph)`` pairs are
     appended to it — ``("fwd0", g), ("bwd0", g), ...`` in the order torch captures them — each
     with a live template, so ``get_graph_data()`` and ``debug_dump()`` work on them.
+    ``pool`` may be a ``torch.cuda.MemPool``; ``check_input_liveness`` applies to every capture.
     """
     torch = require_cuda("make_graphed_callables")
     import torch.cuda.graphs as tg
 
-    made: list[Any] = []
-    Orig = tg.CUDAGraph
+    made: list[Graph] = []
+    mode = "global" if capture_error_mode == "default" else capture_error_mode
 
-    def _KeepGraph(keep_graph: bool = False) -> Any:  # stands in for the CUDAGraph class
-        g = Orig(keep_graph=True)
+    def _EngineGraph(keep_graph: bool = False) -> Graph:  # stands in for the CUDAGraph class
+        g = Graph(keep_graph=True, capture_error_mode=mode)
+        g._default_liveness = check_input_liveness
         made.append(g)
         return g
 
-    # torch.cuda.graphs refers to CUDAGraph both as a module global and as torch.cuda.CUDAGraph.
-    setattr(tg, "CUDAGraph", _KeepGraph)
-    setattr(torch.cuda, "CUDAGraph", _KeepGraph)
-    try:
-        kwargs: dict[str, Any] = {"num_warmup_iters": num_warmup_iters, "allow_unused_input": allow_unused_input}
-        if pool is not None:
+    kwargs: dict[str, Any] = {"num_warmup_iters": num_warmup_iters, "allow_unused_input": allow_unused_input}
+    if pool is not None:
+        if _is_mem_pool(torch, pool):
+            kwargs["pool"] = pool.id
+        else:
             kwargs["pool"] = pool
-        result = torch.cuda.make_graphed_callables(callables, sample_args, **kwargs)
+    # torch.cuda.graphs refers to CUDAGraph both as a module global and as torch.cuda.CUDAGraph.
+    saved = (tg.CUDAGraph, torch.cuda.CUDAGraph)
+    setattr(tg, "CUDAGraph", _EngineGraph)
+    setattr(torch.cuda, "CUDAGraph", _EngineGraph)
+    try:
+        result = torch_originals(torch)["make_graphed_callables"](callables, sample_args, **kwargs)
     finally:
-        setattr(tg, "CUDAGraph", Orig)
-        setattr(torch.cuda, "CUDAGraph", Orig)
+        setattr(tg, "CUDAGraph", saved[0])
+        setattr(torch.cuda, "CUDAGraph", saved[1])
+    if pool is not None and _is_mem_pool(torch, pool):
+        for g in made:
+            g._mempools.append(pool)  # as torch does: the graphs keep the MemPool alive
     if graphs_out is not None:
         # torch makes all forward graphs first, then all backward graphs.
         half = len(made) // 2
         for i, g in enumerate(made):
             label = f"fwd{i}" if i < half else f"bwd{i - half}"
-            w = Graph._wrap(g)
             # keep_graph=True graphs are instantiated lazily by their first replay; do it now
             # so that the exec graph (and its ids) is the one every later replay uses.
-            w.instantiate()
-            graphs_out.append((label, w))
+            if not g._instantiated:
+                g.instantiate()
+            graphs_out.append((label, g))
     return result

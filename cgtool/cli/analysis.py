@@ -24,7 +24,7 @@ Top = Annotated[int, typer.Option(min=0, help="Rows in the top-fake table.")]
 
 
 def deps(
-    trace: Annotated[Path, typer.Argument(help="Chrome trace (.json or .json.gz): cgtool's, or torch.profiler's; or a folder of per-rank traces.")],
+    trace: Annotated[Path, typer.Argument(help="Chrome trace (.json or .json.gz): cgtool's, or torch.profiler's; a `cgtool record` folder; or a folder of per-rank traces.")],
     graph: Annotated[Optional[list[Path]], typer.Option("--graph", "-g", help="Graph export(s) of the traced instantiation; optional for cgtool traces, which embed theirs.")] = None,
     json_out: JsonOut = None,
     tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,
@@ -37,10 +37,11 @@ def deps(
     """True and fake dependencies: classify every serialization a trace shows against the graph."""
     from cgtool.artifacts.jsonio import write_json
     from cgtool.inspect.annotate import annotate_trace
-    from cgtool.inspect.files import deps_of_file, deps_of_ranks
+    from cgtool.inspect.files import deps_of_file, deps_of_ranks, recorded_trace
     from cgtool.report.summary_md import append_step_summary, deps_summary_md
     from cgtool.report.tables import deps_ranks_table, deps_report, show
 
+    trace = recorded_trace(trace)  # a `cgtool record` folder: its trace
     output_path(json_out, force, inputs=(trace, *(graph or [])))
     output_path(annotate, force, inputs=(trace, *(graph or [])))
     con = console_for(json_out)
@@ -76,7 +77,7 @@ def deps(
 
 
 def topo(
-    graph: Annotated[Path, typer.Argument(help="Graph export (graph.json), or a folder of per-rank exports.")],
+    graph: Annotated[Path, typer.Argument(help="Graph export (graph.json), a `cgtool record` folder, or a folder of per-rank exports.")],
     trace: Annotated[Optional[Path], typer.Option("--trace", help="A trace of this instantiation: weights the critical path by measured durations.")] = None,
     json_out: JsonOut = None,
     force: Force = False,
@@ -84,12 +85,18 @@ def topo(
 ) -> None:
     """Topology: depth, width, forks and joins, redundant edges, critical path."""
     from cgtool.artifacts.jsonio import write_json
-    from cgtool.inspect.files import topo_of_file, topo_of_ranks
+    from cgtool.artifacts.recording import is_single_recording
+    from cgtool.inspect.files import topo_of_file, topo_of_ranks, topo_of_recording
     from cgtool.report.tables import topo_table
 
     output_path(json_out, force, inputs=(graph, trace))
     con = console_for(json_out)
-    if graph.is_dir():
+    if is_single_recording(graph):
+        graphs = topo_of_recording(graph, trace, max_bytes=max_bytes)
+        for g, t in graphs.values():
+            topo_table(con, g, t)
+        doc = {"graphs": {name: t.to_json() for name, (_, t) in graphs.items()}}
+    elif graph.is_dir():
         ranks = topo_of_ranks(graph, max_bytes=max_bytes)
         for r, (g, t) in ranks.items():
             con.rule(Text(f"rank {r}: {g.source}"))

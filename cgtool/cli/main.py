@@ -59,13 +59,14 @@ def _root(
         err.quiet = True
 
 
-from cgtool.cli import analysis, bench_cmd, capture_cmds, demo, report_cmd  # noqa: E402  (registers commands)
+from cgtool.cli import analysis, bench_cmd, capture_cmds, demo, record_cmd, report_cmd  # noqa: E402  (registers commands)
 
 demo.register(app)
 
 analysis.register(app)
 capture_cmds.register(app)
 bench_cmd.register(app)
+record_cmd.register(app)
 report_cmd.register(app)
 
 
@@ -99,6 +100,9 @@ def _paragraph(text: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app; CgtoolError -> its paragraph on stderr and its exit code."""
+    from cgtool.cli._common import err, out
+
+    out.quiet = err.quiet = False  # a run starts loud (main may run several times in one process)
     try:
         app(args=argv, standalone_mode=False, prog_name="cgtool")
         sys.stdout.flush()

@@ -14,7 +14,9 @@ import numpy as np
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
 from cgtool.artifacts.ranks import rank_files
+from cgtool.artifacts.recording import graph_paths, is_single_recording, load_recordings, trace_path
 from cgtool.artifacts.trace import Trace, load_trace, load_trace_and_doc
+from cgtool.errors import UsageError
 from cgtool.inspect import topo
 from cgtool.inspect.deps import DEFAULT_TOLERANCE_US, DepsResult, analyze, graphs_from_trace, match_graph_events
 
@@ -39,6 +41,30 @@ def deps_of_file(trace_path: Path, graph_paths: Sequence[Path] = (), *, toleranc
         t = load_trace(trace_path, max_bytes=max_bytes)
     gs = [GraphData.load(p, max_bytes=max_bytes) for p in graph_paths] if graph_paths else graphs_from_trace(t)
     return DepsRun(t, gs, analyze(t, gs, tolerance_us=tolerance_us), doc)
+
+
+def recorded_trace(path: Path) -> Path:
+    """A one-process ``cgtool record`` folder -> its trace file; any other path unchanged."""
+    if not is_single_recording(path):
+        return path  # a trace file, or per-rank recordings (read as a per-rank folder)
+    (rec,) = load_recordings(path)
+    t = trace_path(rec)
+    if t is None:
+        raise UsageError(f"The recording {path} has no trace: record with `--trace-replays K` to get one.")
+    return t
+
+
+def topo_of_recording(folder: Path, trace: Path | None = None, *,
+                      max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, tuple[GraphData, topo.Topology]]:
+    """Every graph of a one-process recording (by file name), weighted by its trace when it has one."""
+    (rec,) = load_recordings(folder)
+    t_path = trace or trace_path(rec)
+    tr = load_trace(t_path, max_bytes=max_bytes) if t_path else None
+    out = {}
+    for p in graph_paths(rec):
+        g = GraphData.load(p, max_bytes=max_bytes)
+        out[p.name] = (g, topo.analyze(g, node_durations(g, tr) if tr is not None else None))
+    return out
 
 
 def deps_of_ranks(folder: Path, *, tolerance_us: float = DEFAULT_TOLERANCE_US,

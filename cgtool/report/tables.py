@@ -75,10 +75,14 @@ def show(con: Console, tab: Table) -> None:
             con.print(Text(f"  {h}: {c}" if tab.show_header else f"  {c}"), soft_wrap=True)
 
 
+#: short_name's width that cuts nothing: tables wrap long names instead of cutting them.
+NO_CUT = 1 << 30
+
+
 def distinct_short_names(names: Sequence[str]) -> dict[str, str]:
     """A short label per kernel name (never cut); names whose short forms collide keep their
     template arguments, so two different kernels never read the same."""
-    short = {n: short_name(n, 1 << 30) for n in names}
+    short = {n: short_name(n, NO_CUT) for n in names}
     seen: dict[str, int] = {}
     for s in short.values():
         seen[s] = seen.get(s, 0) + 1
@@ -123,7 +127,7 @@ def topo_table(con: Console, g: GraphData, t: Topology) -> None:
     names = [g.display_name(i) for i in cp]
     tab.add_row("critical path", f"{len(cp)} nodes" + (f", {_fmt_us(t.critical_path_us)} measured" if t.critical_path_us is not None else ""))
     if cp:
-        tab.add_row("  from → to", f"{short_name(names[0], 40)} → {short_name(names[-1], 40)}")
+        tab.add_row("  from → to", f"{short_name(names[0], NO_CUT)} → {short_name(names[-1], NO_CUT)}")
     show(con, tab)
 
 
@@ -147,8 +151,8 @@ def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
             tab.add_column(c, justify="right" if c in ("count", "gap", "cost") else "left")
         for f in fakes:
             lane = str(f.channel) if r.lane is Lane.CHANNEL else str(f.stream)
-            tab.add_row(f"#{f.before & 0xFFFFFFFF} {short_name(f.before_name, 32)}",
-                        f"#{f.after & 0xFFFFFFFF} {short_name(f.after_name, 32)}", lane, str(f.count),
+            tab.add_row(f"#{f.before & 0xFFFFFFFF} {short_name(f.before_name, NO_CUT)}",
+                        f"#{f.after & 0xFFFFFFFF} {short_name(f.after_name, NO_CUT)}", lane, str(f.count),
                         _fmt_us(f.gap_us), _fmt_us(f.cost_us))
         show(con, tab)
     if r.inferred_waits:
@@ -156,8 +160,8 @@ def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
         for c in ("waited", "behind", "count", "total wait"):
             tab.add_column(c)
         for w in r.inferred_waits[:top]:
-            tab.add_row(f"#{w.after & 0xFFFFFFFF} {short_name(w.after_name, 32)}",
-                        f"#{w.behind & 0xFFFFFFFF} {short_name(w.behind_name, 32)}", str(w.count), _fmt_us(w.wait_us))
+            tab.add_row(f"#{w.after & 0xFFFFFFFF} {short_name(w.after_name, NO_CUT)}",
+                        f"#{w.behind & 0xFFFFFFFF} {short_name(w.behind_name, NO_CUT)}", str(w.count), _fmt_us(w.wait_us))
         show(con, tab)
     lanes: dict[Any, list[int]] = {}
     for f in r.findings:

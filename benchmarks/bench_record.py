@@ -1,0 +1,94 @@
+"""Overhead of `cgtool record` (no tracing) against the bare program.
+
+    python benchmarks/bench_record.py [--rounds 3] [--layers 24] [--out bench_record.json]
+
+Runs tests/programs/server_runner.py (4 graphs of LAYERS blocks each, one pool, then serving) bare
+and under `cgtool record`, alternating, in fresh processes. Two figures, medians over the rounds:
+
+* program wall time: the process's wall time from start to exit, recorded / bare (goal <= 1.05x);
+* capture+instantiate per graph: the program's own timing around each `with torch.cuda.graph`
+  (it prints them), recorded / bare (goal <= 1.2x).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROG = os.path.join(ROOT, "tests", "programs", "server_runner.py")
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-3000:]}")
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("RESULT "))
+    return wall, json.loads(line[len("RESULT "):])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=24)
+    ap.add_argument("--out", default="bench_record.json")
+    ap.add_argument("--modes", default="bare,record",
+                    help="bare, record, record_pycb (cupti-python's own subscribe instead of ctypes), "
+                    "record_lite (no module names / autograd op per node)")
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp()
+    modes = a.modes.split(",")
+    rows: dict[str, list[dict]] = {m: [] for m in modes}
+    for r in range(a.rounds):
+        for mode in modes:
+            env = dict(os.environ)
+            if mode == "bare":
+                cmd = [sys.executable, PROG, str(a.layers)]
+            else:
+                cmd = [sys.executable, "-m", "cgtool", "record", "-o", os.path.join(tmp, f"r{r}"), "--force",
+                       "--", "python", PROG, str(a.layers)]
+                if mode == "record_pycb":
+                    env["CGTOOL_RECORD_SUBSCRIBER"] = "cupti-python"
+                if mode == "record_lite":
+                    env["CGTOOL_RECORD_LITE"] = "1"
+            wall, res = _run(cmd, env)
+            row = {"wall_s": wall, "capture_s": res["capture_s"], "program_wall_s": res["wall_s"]}
+            if mode != "bare":
+                idx = json.load(open(os.path.join(tmp, f"r{r}", "index.json")))
+                row["callback_stats"] = idx.get("callback_stats")
+                row["recorded"] = [{k: g[k] for k in ("nodes", "capture_s", "instantiate_s", "export_s")}
+                                   for g in idx["graphs"]]
+            rows[mode].append(row)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    def med(mode: str, key: str) -> float:
+        return statistics.median(x[key] for x in rows[mode])
+
+    def med_cap(mode: str) -> float:
+        return statistics.median(c for x in rows[mode] for c in x["capture_s"])
+
+    summary = {
+        "program": f"server_runner.py {a.layers} (4 graphs)",
+        "rounds": a.rounds,
+        "wall_s": {"bare": med("bare", "wall_s"), "record": med("record", "wall_s")},
+        "wall_ratio": med("record", "wall_s") / med("bare", "wall_s"),
+        "capture_instantiate_s_per_graph": {"bare": med_cap("bare"), "record": med_cap("record")},
+        "capture_ratio": med_cap("record") / med_cap("bare"),
+        "other_modes": {m: {"wall_s": med(m, "wall_s"), "capture_s": med_cap(m)} for m in modes},
+        "raw": rows,
+    }
+    with open(a.out, "w") as f:
+        json.dump(summary, f, indent=1)
+    print(json.dumps({k: v for k, v in summary.items() if k != "raw"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""``cgtool record -- python prog.py ARGS``: every CUDA graph a program instantiates, with its source lines."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cgtool.cli._common import err
+
+_HELP = """Run a program unchanged and record every CUDA graph it instantiates.
+
+Write the program after `--`: `cgtool record -o rec -- python train.py --lr 3e-4` (or `-m module`).
+Each graph is written to OUT as soon as it is instantiated (export in get_graph_data()'s schema,
+with the source line of every node), with OUT/index.json listing them; a summary is printed at the
+end. The exit code is the program's own; 2 for bad usage, 3 when recording could not start
+(cupti-python missing or CUPTI held by another profiler; the program is then not run)."""
+
+
+def record(
+    ctx: typer.Context,
+    out: Annotated[Path, typer.Option("-o", "--output", "--out", help="Output folder.")] = Path("cgtool-record"),
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing recording folder.")] = False,
+    trace_replays: Annotated[int, typer.Option("--trace-replays", min=0,
+                                               help="Trace K replays of each graph with CUPTI (node ids, "
+                                               "channels) into OUT/trace.json.")] = 0,
+    trace_skip: Annotated[int, typer.Option("--trace-skip", min=0,
+                                            help="Replays of each graph left untraced first (warm-up).")] = 1,
+    nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", min=1,
+                                                help="Start N ranks with torchrun; each records into OUT/rank<R>.")] = 1,
+    nnodes: Annotated[Optional[str], typer.Option("--nnodes", help="Passed to torchrun.")] = None,
+    node_rank: Annotated[Optional[int], typer.Option("--node-rank", help="Passed to torchrun.")] = None,
+    rdzv_endpoint: Annotated[Optional[str], typer.Option("--rdzv-endpoint", help="Passed to torchrun.")] = None,
+) -> None:
+    from cgtool.capture.record.launcher import RecordSpec, normalise_program, run
+    from cgtool.artifacts.recording import load_recordings
+    from cgtool.report.record_table import record_summary
+
+    program = normalise_program(list(ctx.args))
+    tr: list[str] = []
+    for flag, v in (("--nnodes", nnodes), ("--node-rank", node_rank), ("--rdzv-endpoint", rdzv_endpoint)):
+        if v is not None:
+            tr += [flag, str(v)]
+    spec = RecordSpec(program=program, out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip,
+                      nproc_per_node=nproc_per_node, torchrun_args=tr)
+    code = run(spec)
+    try:
+        record_summary(err, load_recordings(out))
+    except Exception as e:  # a program killed hard may leave no index: its exit code still matters more
+        err.print(f"cgtool: no summary ({e}).", markup=False, highlight=False)
+    sys.exit(code)  # the program's own exit code (typer.Exit is swallowed outside standalone mode)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        help=_HELP,
+        rich_help_panel="Run a workload (GPU)",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(record)

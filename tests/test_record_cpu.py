@@ -1,0 +1,175 @@
+"""`cgtool record` pieces that need no GPU: attribution, the launcher's checks, CLI exit codes, the summary."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from cgtool.capture.record import attribution, launcher
+from cgtool.errors import InvalidInputError, OutputExistsError, UsageError
+from cgtool.artifacts.recording import load_recordings
+from cgtool.report.record_table import record_summary
+
+DATA = Path(__file__).parent / "data"
+
+
+# ------------------------------------------------------------------------------------ attribution
+def test_classify() -> None:
+    assert attribution.classify(__file__) == "user"
+    assert attribution.classify(sysconfig.get_paths()["stdlib"] + "/runpy.py") == "library"
+    assert attribution.classify(attribution.__file__) == "library"  # cgtool's own frames are not the user's
+    assert attribution.classify("<frozen runpy>") == "library"
+    assert attribution.classify("/tmp/torchinductor_me/ab/cabc.py") == "generated"
+    assert attribution.classify("<eval_with_key>.3") == "generated"
+
+
+def test_inductor_ops_reads_the_source_nodes_comment(tmp_path: Path) -> None:
+    f = tmp_path / "torchinductor_x" / "k.py"
+    f.parent.mkdir()
+    f.write_text(
+        "def call(args):\n"
+        "    # Topologically Sorted Source Nodes: [linear, gelu], Original ATen: [aten.addmm, aten.gelu]\n"
+        "    stream0 = get_raw_stream(0)\n"
+        "    triton_poi_fused_gelu_0.run(buf0, 1024, stream=stream0)\n"
+        "    extern_kernels.mm(a, b, out=buf1)\n"
+    )
+    assert attribution.inductor_ops(str(f), 4) == "linear, gelu (aten.addmm, aten.gelu)"
+    assert attribution.inductor_ops(str(f), 1) is None  # nothing above the def
+
+
+def _frames_here() -> list[attribution.RawFrame]:
+    return attribution.grab(sys._getframe())
+
+
+def test_resolve_takes_the_innermost_user_frame() -> None:
+    frames = attribution.grab(sys._getframe())
+    line = sys._getframe().f_lineno - 1
+    site = attribution.resolve(frames)
+    assert site.file == __file__ and site.function == "test_resolve_takes_the_innermost_user_frame"
+    assert site.line == line
+    assert site.code() == "frames = attribution.grab(sys._getframe())"
+    assert site.short().startswith(f"test_record_cpu.py:{line}")
+
+
+def test_resolve_falls_back_to_the_capturing_thread() -> None:
+    """No user frame in the creating thread (autograd's): the user line comes from the fallback stack."""
+    lib_only = [(c, ln) for c, ln in _frames_here() if attribution.classify(c.co_filename) != "user"]
+    fb = _frames_here()
+    site = attribution.resolve(lib_only, autograd_op="MmBackward0", fallback=fb)
+    assert site.file == __file__ and site.op == "MmBackward0"
+
+
+# --------------------------------------------------------------------------------------- launcher
+def test_normalise_program(tmp_path: Path) -> None:
+    prog = tmp_path / "p.py"
+    prog.write_text("print(1)\n")
+    assert launcher.normalise_program(["python", str(prog), "-x"]) == [str(prog), "-x"]
+    assert launcher.normalise_program(["/usr/bin/python3.12", str(prog)]) == [str(prog)]
+    assert launcher.normalise_program([str(prog)]) == [str(prog)]
+    assert launcher.normalise_program(["python", "-m", "pkg.mod", "a"]) == ["-m", "pkg.mod", "a"]
+    for bad in (["python"], ["python", "-m"], ["python", "-c", "pass"], ["python", str(tmp_path / "nope.py")]):
+        with pytest.raises(UsageError):
+            launcher.normalise_program(bad)
+
+
+def test_prepare_out(tmp_path: Path) -> None:
+    out = tmp_path / "rec"
+    launcher.prepare_out(out, force=False)
+    (out / "index.json").write_text("{}")
+    with pytest.raises(OutputExistsError):
+        launcher.prepare_out(out, force=False)
+    launcher.prepare_out(out, force=True)
+    assert out.is_dir() and not any(out.iterdir())
+    other = tmp_path / "precious"
+    other.mkdir()
+    (other / "thesis.tex").write_text("x")
+    with pytest.raises(UsageError):
+        launcher.prepare_out(other, force=True)  # not a recording: never deleted
+    assert (other / "thesis.tex").exists()
+
+
+def test_child_command_uses_torchrun_for_ranks(tmp_path: Path) -> None:
+    one = launcher.child_command(launcher.RecordSpec(program=["p.py"], out=tmp_path))
+    assert one[1:4] == ["-m", "cgtool.capture.record._boot", "--out"] and one[-2:] == ["--", "p.py"]
+    many = launcher.child_command(launcher.RecordSpec(program=["p.py", "a"], out=tmp_path, nproc_per_node=2,
+                                                      trace_replays=3, torchrun_args=["--nnodes", "2"]))
+    assert many[1:5] == ["-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    assert "--nnodes" in many and many.index("--nnodes") < many.index("cgtool.capture.record._boot")
+    assert many[many.index("--trace-replays") + 1] == "3" and many[-3:] == ["--", "p.py", "a"]
+
+
+# -------------------------------------------------------------------------------------------- CLI
+def test_cli_bad_input(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    code, _, err = run_cli("record", "-o", str(tmp_path / "r"), "--", "python", str(tmp_path / "missing.py"))
+    assert code == 2 and "Program not found" in err
+    (tmp_path / "exists").mkdir()
+    (tmp_path / "p.py").write_text("print(1)\n")
+    code, _, err = run_cli("record", "-o", str(tmp_path / "exists"), "--", "python", str(tmp_path / "p.py"))
+    assert code == 2 and "--force" in err
+    code, _, err = run_cli("record", "-o", str(tmp_path / "r2"))
+    assert code == 2 and "No program given" in err
+
+
+def test_cli_without_cupti_stops_before_the_program(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    try:
+        import cupti  # noqa: F401
+        pytest.skip("cupti-python is installed here")
+    except ImportError:
+        pass
+    marker = tmp_path / "ran"
+    (tmp_path / "p.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    code, _, err = run_cli("record", "-o", str(tmp_path / "r"), "--", "python", str(tmp_path / "p.py"))
+    assert code == 3 and "cupti-python" in err
+    assert not marker.exists()
+
+
+# --------------------------------------------------------------------------------- reading/summary
+def test_summary_table_names_every_graph() -> None:
+    recs = load_recordings(DATA / "record_server")
+    con = Console(file=io.StringIO(), width=160, color_system=None)
+    record_summary(con, recs)
+    text = con.file.getvalue()  # type: ignore[attr-defined]
+    rows = [ln for ln in text.splitlines() if ln.startswith("│ #")]
+    assert len(rows) == len(recs[0].graphs)
+    for row, g in zip(rows, recs[0].graphs):
+        cells = [c.strip() for c in row.strip("│").split("│")]
+        assert cells[:4] == [g["label"].split()[0], str(g["exec_graph_id"]), str(g["nodes"]), str(g["replays"])]
+        assert cells[-1] == Path(g["captured_at"]).name
+    assert "memory: pool" in text
+
+
+def test_summary_of_ranks_and_empty() -> None:
+    con = Console(file=io.StringIO(), width=160, color_system=None)
+    record_summary(con, load_recordings(DATA / "record_ranks") + load_recordings(DATA / "record_nograph"))
+    text = con.file.getvalue()  # type: ignore[attr-defined]
+    assert "(rank 0)" in text and "(rank 1)" in text and "instantiated no CUDA graph" in text
+
+
+def test_bad_recordings_are_invalid_input(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError):
+        load_recordings(tmp_path)
+    (tmp_path / "index.json").write_text(json.dumps({"graphs": []}))
+    with pytest.raises(InvalidInputError):
+        load_recordings(tmp_path)
+    (tmp_path / "index.json").write_bytes(gzip.compress(b"{not json"))
+    with pytest.raises(InvalidInputError):
+        load_recordings(tmp_path)
+    (tmp_path / "index.json").write_text(json.dumps({"cgtool_record": 9, "graphs": []}))
+    with pytest.raises(InvalidInputError, match="newer"):
+        load_recordings(tmp_path)
+
+
+def test_deps_and_topo_take_a_recording_folder(run_cli) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run_cli("deps", str(DATA / "record_server"))
+    assert code == 0, err
+    assert "exact (graph node ids)" in out  # the recording's trace joins its embedded exports by node id
+    code, out, err = run_cli("topo", str(DATA / "record_train"))
+    assert code == 0, err
+    assert out.count("topology of") == 2 and "measured" in out  # both graphs, weighted by the trace

@@ -1,0 +1,235 @@
+"""CPU tests over real `cgtool record` recordings made on the GPU machine (tests/data/record_*).
+
+Made by ``scripts/record_programs.sh OUT`` then ``scripts/pack_recordings.py OUT`` from the programs
+in tests/programs/ (which do not import cgtool). Expected values come from the programs themselves
+(their loop counts, printed as ``RESULT {...}``; the marked lines of their source files) and from the
+raw trace events, never from the recorder's own summary.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cgtool.artifacts.recording import load_recordings
+
+DATA = Path(__file__).parent / "data"
+PROGRAMS = Path(__file__).parent / "programs"
+TRACE_REPLAYS = {"server": 3, "train": 3, "compiled": 3, "crash": 2}  # --trace-replays in record_programs.sh
+TRACE_SKIP = 1  # the default --trace-skip
+
+
+def _rec(name: str) -> Path:
+    p = DATA / f"record_{name}"
+    if not p.exists():
+        pytest.skip(f"no recording {p} (make it with scripts/record_programs.sh on the GPU machine)")
+    return p
+
+
+def _json(path: Path) -> Any:
+    raw = (path if path.exists() else path.with_name(path.name + ".gz")).read_bytes()
+    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+
+
+def _result(folder: Path) -> dict[str, Any]:
+    line = next(ln for ln in (folder / "stdout.txt").read_text().splitlines() if ln.startswith("RESULT "))
+    return dict(json.loads(line[len("RESULT "):]))
+
+
+def _exit_code(folder: Path) -> int:
+    return int((folder / "exit_code.txt").read_text().strip())
+
+
+def _marked_line(program: str, mark: str) -> int:
+    """The line number of ``# MARK`` in a program file, read from the file itself."""
+    lines = (PROGRAMS / program).read_text().splitlines()
+    return next(i + 1 for i, text in enumerate(lines) if f"# {mark}" in text)
+
+
+def _graphs(folder: Path) -> list[dict[str, Any]]:
+    (rec,) = load_recordings(folder)
+    return [rec.graph_doc(g) for g in rec.graphs]
+
+
+def _kernel_events(folder: Path) -> list[dict[str, Any]]:
+    trace = _json(folder / "trace.json")
+    return [e for e in trace["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+
+
+# -------------------------------------------------------------------------------------------- joins
+@pytest.mark.parametrize("name", ["server", "train", "compiled", "crash"])
+def test_trace_joins_exports_completely(name: str) -> None:
+    folder = _rec(name)
+    tools_ids = {n["tools_id"] for d in _graphs(folder) for n in d["nodes"]}
+    evs = _kernel_events(folder)
+    assert evs, "the trace holds GPU events"
+    ids = [e["args"]["graph node id"] for e in evs]
+    assert all(i in tools_ids for i in ids), "every traced node id is a node of an export (100 % join)"
+    # and the trace embeds the same exports
+    embedded = _json(folder / "trace.json")["cgtool"]
+    assert embedded, "exports embedded in the trace"
+
+
+@pytest.mark.parametrize("name", ["server", "train", "compiled", "crash"])
+def test_traced_replays_run_every_kernel_node_once(name: str) -> None:
+    """Per traced replay (one correlation id), the kernels are exactly the graph's kernel nodes."""
+    folder = _rec(name)
+    kernels_of: dict[int, Counter[int]] = {}
+    for d in _graphs(folder):
+        kernels_of[d["exec_graph_id"]] = Counter(n["tools_id"] for n in d["nodes"] if n["node_type"] == "kernel")
+    per_launch: dict[tuple[int, int], Counter[int]] = defaultdict(Counter)
+    for e in _kernel_events(folder):
+        if e.get("cat") == "kernel":
+            per_launch[(e["args"]["graph id"], e["args"]["correlation"])][e["args"]["graph node id"]] += 1
+    assert per_launch
+    for (gid, _), seen in per_launch.items():
+        assert seen == kernels_of[gid]
+
+
+# ----------------------------------------------------------------------------------------- programs
+def test_server_replays_pool_and_lines() -> None:
+    folder = _rec("server")
+    res = _result(folder)
+    (rec,) = load_recordings(folder)
+    assert _exit_code(folder) == 0 and rec.index["exit_code"] == 0
+    graphs = rec.graphs
+    assert len(graphs) == len(res["batch_sizes"]) == 4
+    # captured in the program's order (largest batch first): replays per batch size as the program counted
+    assert [g["replays"] for g in graphs] == [res["replays"][str(bs)] for bs in res["batch_sizes"]]
+    docs = [rec.graph_doc(g) for g in graphs]
+    assert [d["cgtool"]["record"]["replays"] for d in docs] == [g["replays"] for g in graphs]
+    # one shared pool, and the ledger says so
+    assert len({g["pool"] for g in graphs}) == 1
+    (pool,) = rec.index["ledger"]["pools"]
+    assert pool["graphs"] == [0, 1, 2, 3] and pool["bytes_reserved"] > 0
+    # captured at the `with torch.cuda.graph(...)` line
+    cap = _marked_line("server_runner.py", "LINE_CAPTURE")
+    assert all(g["captured_at"].endswith(f"server_runner.py:{cap}") for g in graphs)
+    # every node attributed to a line of the program; the GELU line and the softmax line among them
+    src = PROGRAMS / "server_runner.py"
+    text = src.read_text().splitlines()
+    for d in docs:
+        lines = set()
+        for extra in d["cgtool"]["nodes"]:
+            s = extra["source"]
+            assert os.path.basename(s["file"]) == "server_runner.py"
+            assert s["code"] == text[s["line"] - 1].strip()  # the line recorded is the line in the file
+            lines.add(s["line"])
+        assert _marked_line("server_runner.py", "LINE_GELU") in lines
+        assert _marked_line("server_runner.py", "LINE_SOFTMAX") in lines
+
+
+def test_server_trace_holds_the_chosen_replays() -> None:
+    """--trace-replays K after --trace-skip: min(K, replays - skip) launches of each graph in the trace."""
+    folder = _rec("server")
+    res = _result(folder)
+    trace = _json(folder / "trace.json")
+    launches_per_graph: dict[int, set[int]] = defaultdict(set)
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "kernel":
+            launches_per_graph[e["args"]["graph id"]].add(e["args"]["correlation"])
+    (rec,) = load_recordings(folder)
+    for g, bs in zip(rec.graphs, res["batch_sizes"]):
+        want = max(0, min(TRACE_REPLAYS["server"], res["replays"][str(bs)] - TRACE_SKIP))
+        assert len(launches_per_graph[g["exec_graph_id"]]) == want
+
+
+def test_train_forward_and_backward_graphs() -> None:
+    folder = _rec("train")
+    res = _result(folder)
+    (rec,) = load_recordings(folder)
+    assert len(rec.graphs) == 2
+    assert [g["replays"] for g in rec.graphs] == [res["steps"], res["steps"]]
+    fwd, bwd = (rec.graph_doc(g) for g in rec.graphs)
+    graphed = _marked_line("train_graphed.py", "LINE_GRAPHED")
+    for d in (fwd, bwd):
+        assert {e["source"]["line"] for e in d["cgtool"]["nodes"]} == {graphed}
+    assert any(e["source"]["module"] == "Linear" for e in fwd["cgtool"]["nodes"])
+    bwd_ops = {e["source"]["op"] for e in bwd["cgtool"]["nodes"]}
+    assert bwd_ops and all(op and op.endswith("Backward0") for op in bwd_ops)
+
+
+def test_compiled_graphs_name_inductor_ops_and_skips() -> None:
+    folder = _rec("compiled")
+    res = _result(folder)
+    (rec,) = load_recordings(folder)
+    idx = rec.index
+    compiled = [g for g in rec.graphs if g["compiled_code"]]
+    assert len(compiled) >= len(res["shapes"])
+    # cudagraph trees: one graph per input shape; the first call of a shape runs eagerly (warm-up),
+    # every later call replays, the recording call included
+    model_graphs = [g for g in compiled if g["nodes"] > 1]
+    assert [g["replays"] for g in model_graphs[: len(res["shapes"])]] == [steps - 1 for _, steps in res["shapes"]]
+    for g in model_graphs:
+        doc = rec.graph_doc(g)
+        for extra in doc["cgtool"]["nodes"]:
+            s = extra["source"]
+            assert os.path.basename(s["file"]) == "compiled_model.py"
+            assert "torchinductor" in s["generated"] or re.search(r"/[a-z0-9]{40,}\.py:\d+$", s["generated"])
+        ops = " ".join(str(e["source"]["op"]) for e in doc["cgtool"]["nodes"])
+        assert "gelu" in ops and "softmax" in ops
+    reasons = [s["reason"] for s in idx["compile"]["cudagraph_skips"]]
+    assert reasons and all(r.startswith("skipping cudagraphs due to") for r in reasons)
+
+
+def test_crash_keeps_the_first_two_graphs_and_the_exit_code() -> None:
+    folder = _rec("crash")
+    res = _result(folder)
+    (rec,) = load_recordings(folder)
+    assert _exit_code(folder) == 1
+    assert rec.index["exit_code"] == 1 and rec.index["finished"]
+    assert "deliberate crash" in (folder / "stderr.txt").read_text()
+    assert [g["replays"] for g in rec.graphs] == res["replays"]
+    lines = [{e["source"]["line"] for e in rec.graph_doc(g)["cgtool"]["nodes"]} for g in rec.graphs]
+    assert lines == [{_marked_line("crash_after_two.py", "LINE_G1")}, {_marked_line("crash_after_two.py", "LINE_G2")}]
+
+
+def test_no_graph_is_an_empty_index_and_exit_0() -> None:
+    folder = _rec("nograph")
+    (rec,) = load_recordings(folder)
+    assert _exit_code(folder) == 0 and rec.graphs == []
+    assert "instantiated no CUDA graph" in (folder / "stderr.txt").read_text()
+
+
+def test_bad_input_recordings() -> None:
+    missing, busy = _rec("missing"), _rec("busy")
+    assert _exit_code(missing) == 2 and "Program not found" in (missing / "stderr.txt").read_text()
+    assert _exit_code(busy) == 3
+    err = (busy / "stderr.txt").read_text()
+    assert "MULTIPLE_SUBSCRIBERS" in err and "The program was not started" in err
+    assert "RESULT" not in (busy / "stdout.txt").read_text()
+
+
+def test_ranks_record_into_subfolders() -> None:
+    folder = _rec("ranks")
+    recs = load_recordings(folder)
+    assert [r.rank for r in recs] == [0, 1]
+    for r in recs:
+        assert r.folder.name == f"rank{r.rank}"
+        assert [g["replays"] for g in r.graphs] == [3, 5]
+    assert _exit_code(folder) != 0  # both ranks crash; torchrun reports the failure
+
+
+@pytest.mark.parametrize("name", ["server", "train", "compiled", "crash"])
+def test_every_source_line_is_a_line_of_the_program(name: str) -> None:
+    """Each node's (and each capture's) file:line is in the program's own file, with the recorded text."""
+    folder = _rec(name)
+    (rec,) = load_recordings(folder)
+    program = Path(rec.index["program"][0]).name
+    text = (PROGRAMS / program).read_text().splitlines()
+    n = 0
+    for d in (rec.graph_doc(g) for g in rec.graphs):
+        sites = [e["source"] for e in d["cgtool"]["nodes"]] + [d["cgtool"]["record"]["captured_at"]]
+        for s in sites:
+            assert Path(s["file"]).name == program
+            assert 1 <= s["line"] <= len(text)
+            assert s["code"] == text[s["line"] - 1].strip()
+            n += 1
+    assert n > 0
