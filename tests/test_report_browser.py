@@ -274,3 +274,25 @@ def test_names_from_the_input_are_text_not_markup(tmp_path):
     assert dom.body.get("data-ready") == "1" and dom.body.get("data-errors") == ""
     assert not [e for e in dom.els if e["tag"] == "img"]
     assert len(dom.find("graph", "g", "node")) == 2
+
+
+def test_record_folder_report_shows_source_lines(data_dir, tmp_path):
+    """A `cgtool record` folder: one tab per recorded graph, each node labelled with the source
+    line record attributed it to (its ``source.label``), the replay drawn from record's trace."""
+    case = data_dir / "record_server"
+    index = json.loads(gzip.decompress((case / "index.json.gz").read_bytes()))
+    first = json.loads(gzip.decompress((case / "graph_000.json.gz").read_bytes()))  # index["graphs"][0], stored gzipped
+    dom, stderr, png = _browse(_report(tmp_path, case), tmp_path)
+    _common(dom, stderr, png)
+    tabs = [e for e in dom.els if e["tag"] == "button" and "tab" in e["a"].get("class", "").split()]
+    assert len(tabs) == len(index["graphs"])
+    nodes, extras = first["nodes"], first["cgtool"]["nodes"]
+    _graph_nodes_shown(dom, nodes)
+    drawn = dom.find("graph", "g", "node")
+    assert drawn
+    for el in drawn:
+        i = int(el["a"]["data-i"])
+        label = extras[i]["source"]["label"]
+        assert label[:31] in "".join(el["text"])
+    gpu = [n for n in nodes if n["node_type"] in ("kernel", "memcpy", "memset")]
+    assert len(dom.find("timeline", "rect", "ev")) == len(gpu)

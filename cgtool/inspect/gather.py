@@ -35,6 +35,7 @@ class _Probe(msgspec.Struct):
     nodes: msgspec.Raw = msgspec.Raw(b"")
     workloads: msgspec.Raw = msgspec.Raw(b"")
     kind: Any = None
+    cgtool_record: Any = None  # a `cgtool record` folder's index.json: its graphs and trace are read as files
     cgtool: Any = None
 
 
@@ -166,6 +167,8 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
                 exports.append((f, GraphData.load(f, max_bytes=max_bytes), _rank(f, pr.cgtool)))
             elif len(pr.workloads) or pr.kind == "bench":
                 benches.append((f, BenchResults.load(f, max_bytes=max_bytes)))
+            elif pr.cgtool_record is not None:
+                continue  # the index of a `cgtool record` folder: the files it lists are read on their own
             elif inp.is_dir():
                 skipped.append(f)
             else:
