@@ -38,6 +38,7 @@ def deps(
     from cgtool.artifacts.jsonio import write_json
     from cgtool.inspect.annotate import annotate_trace
     from cgtool.inspect.files import deps_of_file, deps_of_ranks, recorded_trace
+    from cgtool.report.summary_md import append_step_summary, deps_summary_md
     from cgtool.report.tables import deps_ranks_table, deps_report, show
 
     trace = recorded_trace(trace)  # a `cgtool record` folder: its trace
@@ -58,6 +59,7 @@ def deps(
             write_json(json_out, {"schema_version": 1, "ranks": {str(r): res.to_json() for r, res in results.items()}},
                        force=force)
         n_fake = sum(res.n_fake for res in results.values())
+        append_step_summary(deps_summary_md({f"rank {r}": res for r, res in results.items()}))
     else:
         run = deps_of_file(trace, graph or [], tolerance_us=tolerance_us, max_bytes=max_bytes,
                            keep_doc=annotate is not None)
@@ -69,6 +71,7 @@ def deps(
             write_json(annotate, annotate_trace(run.doc, run.result, run.graphs), force=force, indent=False)
             wrote(annotate, "(open it in Perfetto)")
         n_fake = run.result.n_fake
+        append_step_summary(deps_summary_md({str(trace): run.result}))
     wrote(json_out)
     if fail_on_fake is not None and n_fake > fail_on_fake:
         raise CheckFailed(f"{n_fake} fake dependencies found, more than --fail-on-fake {fail_on_fake}.")
@@ -113,15 +116,16 @@ def dot(
     graph: Annotated[str, typer.Argument(help="Graph export (graph.json); with --driver, a TARGET to capture.")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output .dot (default: standard output).")] = None,
     render: Annotated[Optional[str], typer.Option(help="Also render with Graphviz: svg or png (next to the .dot).")] = None,
-    trace: Annotated[Optional[Path], typer.Option("--trace", help="Group nodes by the channel (or stream) they ran on in this trace.")] = None,
-    collapse: Annotated[int, typer.Option(min=0, help="Fold linear chains of at least N nodes into one (0: expand all).")] = 4,
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="A trace of this instantiation: nodes grouped by the channel (or stream) they ran on, coloured by measured duration, fake dependencies drawn. A cgtool trace given as GRAPH is its own.")] = None,
+    collapse: Annotated[int, typer.Option(min=0, help="Fold the inside of linear chains into pieces of at least N nodes (0: expand all); the ends of every chain stay.")] = 4,
+    max_fold: Annotated[int, typer.Option(min=2, help="No folded piece holds more than N nodes.")] = 24,
     expand: Annotated[bool, typer.Option("--expand", help="Same as --collapse 0.")] = False,
     driver: Annotated[bool, typer.Option("--driver", help="Capture TARGET on the GPU and write the CUDA driver's own dump (cudaGraphDebugDotPrint).")] = False,
     driver_flags: Annotated[str, typer.Option(help="With --driver: verbose (default), or a comma list of kernel,memcpy,memset,host,event,attributes,handles,conditional.")] = "verbose",
     force: Force = False,
     max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
 ) -> None:
-    """A readable Graphviz DOT of a graph export: short names, types, critical path, chains folded."""
+    """A readable Graphviz DOT of a graph export: #n and short names, critical path, chains folded, a legend; with --trace, durations and fake dependencies."""
     from cgtool.artifacts.jsonio import atomic_write_bytes, is_stdout
     from cgtool.report.dot import dot_of_file, render_image
 
@@ -139,7 +143,7 @@ def dot(
         for p in write_driver_dots(graph, output, driver_flags):
             wrote(p, "(the driver's dump)")
         return
-    text = dot_of_file(Path(graph), trace, collapse=0 if expand else collapse, max_bytes=max_bytes)
+    text = dot_of_file(Path(graph), trace, collapse=0 if expand else collapse, max_fold=max_fold, max_bytes=max_bytes)
     if output is None:
         out.file.write(text)
         return
@@ -165,12 +169,14 @@ def diff(
     from cgtool.artifacts.graph import GraphData
     from cgtool.artifacts.jsonio import write_json
     from cgtool.inspect.diff import diff as do_diff, failed_conditions
+    from cgtool.report.summary_md import append_step_summary, diff_summary_md
     from cgtool.report.tables import diff_table
 
     output_path(json_out, force, inputs=(a, b))
     d = do_diff(GraphData.load(a, max_bytes=max_bytes), GraphData.load(b, max_bytes=max_bytes))
     hit = failed_conditions(d, fail_on or [])
     diff_table(console_for(json_out), d)
+    append_step_summary(diff_summary_md(d, a, b))
     if json_out is not None:
         write_json(json_out, d.to_json(), force=force)
         wrote(json_out)

@@ -59,7 +59,7 @@ def _root(
         err.quiet = True
 
 
-from cgtool.cli import analysis, bench_cmd, capture_cmds, demo, record_cmd  # noqa: E402  (registers commands)
+from cgtool.cli import analysis, bench_cmd, capture_cmds, demo, record_cmd, report_cmd  # noqa: E402  (registers commands)
 
 demo.register(app)
 
@@ -67,6 +67,7 @@ analysis.register(app)
 capture_cmds.register(app)
 bench_cmd.register(app)
 record_cmd.register(app)
+report_cmd.register(app)
 
 
 def _pipe_closed() -> None:

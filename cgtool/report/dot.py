@@ -1,24 +1,31 @@
 """A Graphviz DOT a person can read, built from a graph export.
 
-Kernel names are demangled and shortened (the full name is in the tooltip), node shape and colour
-follow the node type, the critical path is drawn bold red, linear chains of at least
-``collapse`` nodes fold into one node with a count (``collapse=0`` expands everything), and with
-a trace, nodes are grouped into one cluster per hardware channel (or stream).
+Nodes read ``#n name`` (``#n`` is the node id `cgtool deps` prints), with the source line when
+the export records one (``cgtool record``); the full demangled name is in the tooltip. Shape and
+colour follow the node type, the critical path is drawn bold red, and the inside of long linear
+chains is folded into pieces (``report/fold.py``: the ends of every chain stay, so forks and joins
+stay visible; ``collapse=0`` expands everything). With a trace, nodes are grouped into one cluster
+per hardware channel (or stream), filled by measured duration, and fake dependencies are dashed
+orange edges. A legend says all this in the picture.
 """
 
 from __future__ import annotations
 
+import html
 import io
+import math
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
-from typing import Mapping, TextIO
+from typing import Mapping, Sequence, TextIO
 
 from cgtool.artifacts.graph import GraphData, NodeType
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
 from cgtool.errors import UsageError
 from cgtool.artifacts.names import demangle, short_name
 from cgtool.inspect.topo import Topology
+from cgtool.report.fold import MAX_FOLD, MIN_FOLD, fold, source_detail, source_label
 
 STYLE: dict[NodeType, tuple[str, str]] = {
     NodeType.KERNEL: ("box", "#cfe2ff"),
@@ -66,49 +73,115 @@ def chains(g: GraphData, min_len: int) -> list[list[int]]:
     return out
 
 
+#: Fill colours for measured durations, fast to slow (log scale), as in the HTML report.
+RAMP = ("#ffffe5", "#fff1a8", "#fec44f", "#fe9929", "#ec7014", "#cc4c02")
+CRIT = "#d62728"
+FAKE = "#ff7f0e"
+
+
+def ramp(d: float, lo: float, hi: float) -> str:
+    """The colour of duration ``d`` on a log scale from ``lo`` to ``hi``."""
+    if not hi > lo > 0:
+        return RAMP[2]
+    t = max(0.0, min(1.0, math.log(max(d, lo) / lo) / math.log(hi / lo)))
+    p = t * (len(RAMP) - 1)
+    k = min(len(RAMP) - 2, int(p))
+    a, b = RAMP[k], RAMP[k + 1]
+    mix = [round(int(a[j:j + 2], 16) + (int(b[j:j + 2], 16) - int(a[j:j + 2], 16)) * (p - k)) for j in (1, 3, 5)]
+    return "#" + "".join(f"{v:02x}" for v in mix)
+
+
+def _us(v: float) -> str:
+    return f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.1f} µs"
+
+
+def _legend(types: list[NodeType], durations: Mapping[int, float] | None, fakes: bool) -> str:
+    """A DOT node holding the legend as an HTML-like table."""
+    h = html.escape
+    rows = [f'<tr><td><font color="{CRIT}"><b>━━</b></font></td><td align="left">critical path (bold red)</td></tr>',
+            '<tr><td>▭ ▭</td><td align="left">folded chain: N nodes, #first…#last (dashed, rounded)</td></tr>',
+            '<tr><td>#n</td><td align="left">node id, as <i>cgtool deps</i> prints it</td></tr>']
+    if fakes:
+        rows.append(f'<tr><td><font color="{FAKE}"><b>╌╌</b></font></td><td align="left">fake dependency: serialized '
+                    "by the hardware, not the graph (dashed orange)</td></tr>")
+    if durations:
+        lo, hi = min(durations.values()), max(durations.values())
+        cells = "".join(f'<td bgcolor="{c}">  </td>' for c in RAMP)
+        rows.append(f'<tr><td><table border="0" cellspacing="0"><tr>{cells}</tr></table></td><td align="left">'
+                    f"measured duration {h(_us(lo))} … {h(_us(hi))} (log)</td></tr>")
+    else:
+        for t in types:
+            rows.append(f'<tr><td bgcolor="{STYLE[t][1]}">{h(STYLE[t][0])}</td><td align="left">{h(t.value)}</td></tr>')
+    return ('  legend [shape=plaintext, style="", fontsize=9, label=<<table border="1" cellborder="0" '
+            f'cellspacing="2" color="#adb5bd"><tr><td colspan="2"><b>legend</b></td></tr>{"".join(rows)}</table>>];\n')
+
+
 def render_dot(
     g: GraphData,
     out: TextIO,
     *,
     topo: Topology | None = None,
-    collapse: int = 4,
+    collapse: int = MIN_FOLD,
+    max_fold: int = MAX_FOLD,
     lanes: Mapping[int, str] | None = None,
+    durations: Mapping[int, float] | None = None,
+    fakes: Sequence[tuple[int, int, int]] = (),
     title: str | None = None,
+    legend: bool = True,
 ) -> None:
+    """Write the DOT of ``g``: labels ``#n name`` (node id as `deps` prints it), the source line
+    when the export records one, the measured duration; the critical path bold red; the inside
+    of linear chains folded (``collapse`` 0: nothing folded) into pieces of at most ``max_fold``
+    nodes; ``fakes`` (node index pairs and counts) as dashed orange edges; a legend."""
     crit = set(topo.critical_path) if topo else set()
     crit_edges = set(zip(topo.critical_path, topo.critical_path[1:])) if topo else set()
-    folded: dict[int, int] = {}  # node -> representative (first of its chain)
-    runs = chains(g, collapse)
-    for run in runs:
-        for i in run:
-            folded[i] = run[0]
-    run_of = {run[0]: run for run in runs}
+    folding = fold(g, collapse, max_fold)
+    folded: dict[int, int] = {}  # node -> representative (first of its piece)
+    for piece in folding.pieces:
+        for i in piece:
+            folded[i] = piece[0]
+    run_of = {p[0]: p for p in folding.pieces}
+    dur = dict(durations or {})
+    lo, hi = (min(dur.values()), max(dur.values())) if dur else (0.0, 0.0)
     w = out.write
     w("digraph cgtool {\n")
     w(f'  label="{esc(title or g.source)}"; labelloc=t; rankdir=TB;\n')
     w('  node [fontname="Helvetica", fontsize=10, style=filled];\n  edge [color="#6c757d"];\n')
 
+    def fill(i: int, default: str) -> str:
+        return ramp(dur[i], lo, hi) if i in dur else ("#eeeeee" if dur else default)
+
     def node_stmt(i: int) -> str:
         n = g.nodes[i]
-        shape, fill = STYLE[n.node_type]
+        shape, colour = STYLE[n.node_type]
         if i in run_of:
             run = run_of[i]
-            names = [short_name(g.nodes[j].kernel_name or g.nodes[j].node_type.value, 40) for j in run]
-            label = f"{len(run)} nodes\\n{esc(names[0])}\\n…\\n{esc(names[-1])}"
-            tip = esc(" → ".join(dict.fromkeys(names)))
+            names = Counter(short_name(g.nodes[j].kernel_name or g.nodes[j].node_type.value, 36) for j in run)
+            top = ", ".join(f"{c}× {nm}" for nm, c in names.most_common(2))
+            tot = sum(dur.get(j, 0.0) for j in run)
+            label = (f"{len(run)} nodes #{g.nodes[run[0]].node_id}…#{g.nodes[run[-1]].node_id}\\n{esc(top)}"
+                     + (f"\\nΣ {esc(_us(tot))}" if tot else ""))
+            tip = esc(" → ".join(dict.fromkeys(short_name(g.nodes[j].kernel_name or g.nodes[j].node_type.value, 40)
+                                                for j in run)))
             on = any(j in crit for j in run)
-            return (f'  n{i} [shape=box, style="filled,rounded", fillcolor="{fill}", label="{label}", '
-                    f'tooltip="{tip}"{", color=red, penwidth=2" if on else ""}];\n')
-        if n.kernel_name:
-            label = esc(short_name(n.kernel_name, 48))
-            tip = esc(demangle(n.kernel_name))
-        else:
-            label = esc(f"{n.node_type.value} #{n.node_id}")
-            tip = label
-        extra = ", color=red, penwidth=2" if i in crit else ""
-        if n.node_type is NodeType.EMPTY:
-            return f'  n{i} [shape=point, width=0.12, tooltip="{tip}"{extra}];\n'
-        return f'  n{i} [shape={shape}, fillcolor="{fill}", label="{label}", tooltip="{tip}"{extra}];\n'
+            f = ramp(tot / len(run), lo, hi) if tot else "#f1f3f5"
+            return (f'  n{i} [shape=box, style="filled,rounded,dashed", fillcolor="{f}", label="{label}", '
+                    f'tooltip="{tip}"{f", color={chr(34)}{CRIT}{chr(34)}, penwidth=2.5" if on else ""}];\n')
+        name = short_name(n.kernel_name, 44) if n.kernel_name else n.node_type.value
+        lines = [f"#{n.node_id} {name}"]
+        node_extra = g.node_extra(i)
+        src, label_src = source_detail(node_extra), source_label(node_extra)
+        if label_src:
+            lines.append(label_src)
+        if i in dur:
+            lines.append(_us(dur[i]))
+        label = "\\n".join(esc(x) for x in lines)
+        tip = esc((demangle(n.kernel_name) if n.kernel_name else f"{n.node_type.value} #{n.node_id}")
+                  + (f"\n{src}" if src else ""))
+        extra = f', color="{CRIT}", penwidth=2.5' if i in crit else ""
+        if n.node_type is NodeType.EMPTY and not src:
+            return f'  n{i} [shape=point, width=0.12, xlabel="#{n.node_id}", tooltip="{tip}"{extra}];\n'
+        return f'  n{i} [shape={shape}, fillcolor="{fill(i, colour)}", label="{label}", tooltip="{tip}"{extra}];\n'
 
     reps = [i for i in range(len(g.nodes)) if folded.get(i, i) == i]
     if lanes:
@@ -129,22 +202,61 @@ def render_dot(
         if ra == rb or (ra, rb) in seen_edges:
             continue
         seen_edges.add((ra, rb))
-        style = ' [color=red, penwidth=2]' if (a, b) in crit_edges else ""
+        style = f' [color="{CRIT}", penwidth=2.5]' if (a, b) in crit_edges else ""
         w(f"  n{ra} -> n{rb}{style};\n")
+    seen_fake: set[tuple[int, int]] = set()
+    for a, b, count in fakes:
+        ra, rb = folded.get(a, a), folded.get(b, b)
+        if ra == rb or (ra, rb) in seen_fake:
+            continue
+        seen_fake.add((ra, rb))
+        w(f'  n{ra} -> n{rb} [style=dashed, color="{FAKE}", penwidth=1.5, constraint=false, '
+          f'tooltip="fake dependency: #{g.nodes[a].node_id} → #{g.nodes[b].node_id}, {count}× in the trace"];\n')
+    if legend and g.nodes:
+        types = sorted({nd.node_type for nd in g.nodes}, key=lambda t: list(NodeType).index(t))
+        w(_legend(types, dur, bool(fakes)))
     w("}\n")
 
 
-def dot_of_file(graph: Path, trace: Path | None = None, *, collapse: int = 4,
+def dot_of_file(graph: Path, trace: Path | None = None, *, collapse: int = MIN_FOLD, max_fold: int = MAX_FOLD,
                 max_bytes: int = DEFAULT_MAX_BYTES) -> str:
-    """The readable DOT of a graph export; with a trace, nodes grouped by the lane they ran on."""
+    """The readable DOT of a graph export; with a trace of the same instantiation, nodes grouped
+    by the lane they ran on, coloured by measured duration, fake dependencies drawn."""
     from cgtool.artifacts.trace import load_trace
-    from cgtool.inspect.files import node_lanes
-    from cgtool.inspect.topo import analyze
+    from cgtool.inspect.deps import DepKind, analyze as deps_analyze
+    from cgtool.inspect.gather import graph_view
 
-    g = GraphData.load(graph, max_bytes=max_bytes)
-    lanes = node_lanes(g, load_trace(trace, max_bytes=max_bytes)) if trace else None
+    from cgtool.errors import InvalidInputError
+    from cgtool.inspect.deps import graphs_from_trace
+
+    try:
+        g = GraphData.load(graph, max_bytes=max_bytes)
+    except InvalidInputError:
+        # A cgtool trace embeds its graphs: `cgtool dot trace.json.gz` draws the first, timed.
+        try:
+            embedded = graphs_from_trace(load_trace(graph, max_bytes=max_bytes))
+        except InvalidInputError:
+            embedded = []
+        if not embedded:
+            raise
+        g, trace = embedded[0], trace or graph
+    if trace is None:
+        v = graph_view(str(graph), g)
+        lanes: dict[int, str] | None = None
+        fakes: list[tuple[int, int, int]] = []
+    else:
+        t = load_trace(trace, max_bytes=max_bytes)
+        v = graph_view(str(graph), g, None, t, deps_analyze(t, [g]))
+        lanes = {}
+        if v.replay is not None:
+            for nd, lane in zip(v.replay.node.tolist(), v.replay.lane):
+                lanes.setdefault(nd, lane)
+        tid = {nd.tools_id: nd.index for nd in g.nodes}
+        fakes = [(tid[f.before], tid[f.after], f.count) for f in (v.deps.findings if v.deps else [])
+                 if f.kind is DepKind.FAKE and f.before in tid and f.after in tid]
     buf = io.StringIO()
-    render_dot(g, buf, topo=analyze(g), collapse=collapse, lanes=lanes, title=str(graph))
+    render_dot(g, buf, topo=v.topology, collapse=collapse, max_fold=max_fold, lanes=lanes,
+               durations=v.durations, fakes=fakes, title=str(graph))
     return buf.getvalue()
 
 

@@ -1,0 +1,227 @@
+"""`cgtool report`: one self-contained HTML page of graphs, a replay's timeline and bench plots.
+
+Python lays the graph out (``report/layout.py``) and writes the data as one JSON block; a small
+script (``assets/report.js``, inlined with its stylesheet, nothing fetched at view time) draws the
+graph and the timeline as SVG, only what is in view when there is much (a 10,000-node graph draws
+a few hundred elements at a time), and unfolds a folded piece on a click. The deps and topology
+summaries and the bench plots (matplotlib SVG) are static HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from importlib import resources
+from typing import Any, Sequence
+
+from cgtool import __version__
+from cgtool.artifacts.bench import WorkloadResult
+from cgtool.artifacts.names import demangle, short_name
+from cgtool.inspect.deps import DepKind, Lane, MatchKind
+from cgtool.inspect.gather import BenchView, Gathered, GraphView
+from cgtool.report.fold import MAX_FOLD, MIN_FOLD, fold, source_detail, source_label
+from cgtool.report.layout import layered
+from cgtool.text import plural
+
+LOW32 = 0xFFFFFFFF
+
+
+def _asset(name: str) -> str:
+    return resources.files("cgtool.report").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def _r(v: float) -> float:
+    return round(v, 3)
+
+
+def graph_data(v: GraphView, *, min_fold: int = MIN_FOLD, max_fold: int = MAX_FOLD) -> dict[str, Any]:
+    """The JSON the page's script draws one graph section from."""
+    g = v.graph
+    n = len(g.nodes)
+    lay = layered(g, fold(g, min_fold, max_fold))
+    names, full, src, srcl = [], [], [], []
+    for nd in g.nodes:
+        if nd.kernel_name:
+            names.append(short_name(nd.kernel_name, 44))
+            full.append(str(g.node_extra(nd.index).get("demangled") or demangle(nd.kernel_name)))
+        else:
+            names.append(nd.node_type.value)
+            full.append(f"{nd.node_type.value} node")
+        extra = g.node_extra(nd.index)
+        src.append(source_detail(extra))
+        srcl.append(source_label(extra))
+    dur = [None if v.durations is None or i not in v.durations else _r(v.durations[i]) for i in range(n)]
+    tid = {nd.tools_id: nd.index for nd in g.nodes}
+    fake: list[list[float]] = []
+    waits: list[list[float]] = []
+    deps: dict[str, Any] | None = None
+    if v.deps is not None:
+        for f in v.deps.findings:
+            if f.kind is DepKind.FAKE and f.graph_id == g.exec_graph_id and f.before in tid and f.after in tid:
+                fake.append([tid[f.before], tid[f.after], f.count, _r(f.cost_us / f.count if f.count else 0.0)])
+        for w in v.deps.inferred_waits:
+            if w.graph_id == g.exec_graph_id and w.after in tid and w.behind in tid:
+                waits.append([tid[w.after], tid[w.behind], w.count, _r(w.wait_us / w.count if w.count else 0.0)])
+        deps = {"lane": v.deps.lane.value}
+    replay = None
+    if v.replay is not None:
+        lanes = sorted(set(v.replay.lane), key=lambda s: (s.split()[0], int(s.split()[1])))
+        li = {name: k for k, name in enumerate(lanes)}
+        replay = {"correlation": v.replay.correlation, "lanes": lanes,
+                  "node": v.replay.node.tolist(), "lane": [li[x] for x in v.replay.lane],
+                  "s": [_r(x) for x in v.replay.start.tolist()], "e": [_r(x) for x in v.replay.end.tolist()]}
+    return {
+        "label": v.label, "source": g.source, "trace": v.trace_source, "n": n,
+        "name": names, "full": full, "type": [nd.node_type.value for nd in g.nodes],
+        "id": [nd.tools_id & LOW32 for nd in g.nodes], "src": src, "srcl": srcl, "dur": dur,
+        "edges": [x for e in g.edges() for x in e],
+        "crit": v.topology.critical_path,
+        "units": {"members": lay.members, "row": lay.row, "x": lay.x},
+        "fake": fake, "waits": waits, "deps": deps, "replay": replay,
+    }
+
+
+def _esc(s: object) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _us(v: float | None) -> str:
+    return "-" if v is None else (f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.1f} µs")
+
+
+def _table(rows: Sequence[tuple[str, str]], cls: str = "kv") -> str:
+    body = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(x)}</td></tr>" for k, x in rows)
+    return f'<table class="{cls}">{body}</table>'
+
+
+def summary_html(v: GraphView) -> str:
+    """The topology and deps summaries of one graph (what `topo` and `deps` print)."""
+    t, g = v.topology, v.graph
+    rows = [
+        ("nodes", f"{t.nodes} (" + ", ".join(f"{k} {x}" for k, x in sorted(t.nodes_by_type.items())) + ")"),
+        ("edges", str(t.edges)),
+        ("roots / leaves", f"{len(t.roots)} / {len(t.leaves)}"),
+        ("depth / widest level", f"{t.depth} / {t.max_level_width}"),
+        ("max concurrency", "-" if t.max_concurrency is None else str(t.max_concurrency)),
+        ("forks / joins", f"{len(t.forks)} / {len(t.joins)}"),
+        ("redundant edges", str(len(t.redundant_edges))),
+        ("distinct kernels", str(t.distinct_kernels)),
+        ("critical path", f"{plural(len(t.critical_path), 'node')}"
+         + (f", {_us(t.critical_path_us)} measured" if t.critical_path_us is not None else "")),
+        ("exec graph id", f"{g.exec_graph_id} (ids from {g.id_source})"),
+    ]
+    out = [f"<div class=summ><div><h3>topology</h3>{_table(rows)}</div>"]
+    r = v.deps
+    if r is not None:
+        s = r.summary()
+        drows = [
+            ("true dependencies", f"{s.true} ({plural(s.distinct_true, 'distinct pair')})"),
+            ("fake dependencies", f"{s.fake} ({plural(s.distinct_fake, 'distinct pair')}), "
+             f"{_us(s.fake_cost_us)} of ready work waiting, summed over replays"),
+            ("replays", f"{s.replays} of exec graph {', '.join(map(str, s.graphs))}"),
+            ("lanes", "hardware channels" if r.lane is Lane.CHANNEL else "streams (no channel data in the trace)"),
+            ("match", "exact (graph node ids)" if r.match is MatchKind.EXACT else "inferred (by launch, name and order)"),
+            ("replay span / critical path", f"{_us(s.mean_span_us)} / {_us(s.mean_critical_path_us)} (mean)"),
+        ]
+        out.append(f"<div><h3>dependencies in the trace</h3>{_table(drows)}")
+        tid = {nd.tools_id for nd in g.nodes}
+        fakes = [f for f in r.fakes() if f.before in tid][:10]
+        if fakes:
+            out.append(f"<h4>top fake dependencies (of {s.distinct_fake})</h4><table class=grid><tr><th>before"
+                       f"<th>after<th>{r.lane.value}<th>count<th>gap<th>cost</tr>")
+            for f in fakes:
+                lane = f.channel if r.lane is Lane.CHANNEL else f.stream
+                out.append(f'<tr><td>#{f.before & LOW32} {_esc(short_name(f.before_name, 36))}<td>#{f.after & LOW32} '
+                           f'{_esc(short_name(f.after_name, 36))}<td>{lane}<td class=num>{f.count}'
+                           f'<td class=num>{_esc(_us(f.gap_us))}<td class=num>{_esc(_us(f.cost_us))}</tr>')
+            out.append("</table>")
+        for note in r.notes + r.suggestions:
+            out.append(f"<p class=note>{_esc(note)}</p>")
+        out.append("</div>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def bench_html(b: BenchView, plots: bool) -> str:
+    """Per workload: a plot of every sample (and the baseline's), the verdict."""
+    out = [f"<h2>bench: {_esc(b.source)}</h2>"]
+    if b.baseline_source:
+        out.append(f"<p>baseline: {_esc(b.baseline_source)}</p>")
+    jd = {j.name: j for j in b.judgements or []}
+    old: dict[tuple[str, int | None], WorkloadResult] = b.baseline.by_ident() if b.baseline else {}
+    if not plots:
+        out.append("<p class=note>matplotlib is not installed, so the distributions are not plotted: "
+                   "install <code>pip install 'cgtool[report]'</code>.</p>")
+    out.append("<table class=grid><tr><th>workload<th>median µs<th>IQR<th>samples<th>eager µs<th>verdict</tr>")
+    for w in b.results.workloads:
+        j = jd.get(w.key)
+        verdict = f"{j.verdict.value}: {j.reason}" if j else "-"
+        if w.failed:
+            out.append(f"<tr><td>{_esc(w.key)}<td colspan=4>failed: {_esc(w.error)}<td>{_esc(verdict)}</tr>")
+            continue
+        s, e = w.stats(), w.eager_median()
+        out.append(f"<tr><td>{_esc(w.key)}<td class=num>{s.median:.2f}<td class=num>{s.iqr:.2f}<td class=num>"
+                   f"{s.n}<td class=num>{'-' if e is None else f'{e:.2f}'}<td>{_esc(verdict)}</tr>")
+    out.append("</table>")
+    if plots:
+        from cgtool.report.plots import bench_plot_svg
+
+        for w in b.results.workloads:
+            if not w.failed and w.gpu_us:
+                o = old.get(w.ident)
+                out.append(f'<figure class=plot data-workload="{_esc(w.key)}">'
+                           f"{bench_plot_svg(w, o if o is not None and not o.failed else None, jd.get(w.key))}</figure>")
+    return "".join(out)
+
+
+def _json_script(doc: Any) -> str:
+    # "</script" or "<!--" inside would end or confuse the script element: no "<" at all (JSON
+    # reads "\u003c" as "<").
+    return json.dumps(doc, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+
+
+def render_html(data: Gathered, *, title: str = "cgtool report", plots: bool = True,
+                min_fold: int = MIN_FOLD, max_fold: int = MAX_FOLD) -> str:
+    """The whole page."""
+    sections = [graph_data(v, min_fold=min_fold, max_fold=max_fold) for v in data.graphs]
+    for sec in sections:  # NaN/inf never reach JSON
+        sec["dur"] = [d if d is None or math.isfinite(d) else None for d in sec["dur"]]
+    summaries = "".join(f'<section class=summary data-sec="{k}" hidden>{summary_html(v)}</section>'
+                        for k, v in enumerate(data.graphs))
+    benches = "".join(bench_html(b, plots) for b in data.bench)
+    notes = "".join(f"<p class=note>{_esc(n)}</p>" for n in data.notes)
+    tabs = "".join(f'<button class=tab data-sec="{k}">{_esc(v.label)}</button>' for k, v in enumerate(data.graphs))
+    graph_part = "" if not sections else f"""
+<nav id=tabs>{tabs}</nav>
+<div id=main>
+ <div id=left>
+  <h2>graph <span id=glabel></span></h2>
+  <div class=tools><button id=unfoldall>unfold all</button> <button id=foldall>fold all</button>
+   <span id=gcount></span></div>
+  <div id=legend></div>
+  <div id=gwrap class=scroll><svg id=graph xmlns="http://www.w3.org/2000/svg"></svg></div>
+ </div>
+ <aside id=info><h3>node</h3><p class=hint>Hover or click a node (in the graph or the timeline).
+  Click a folded box to unfold it.</p></aside>
+</div>
+<h2>one replay <span id=rlabel></span></h2>
+<div class=tools id=ttools><button id=zin>zoom in</button> <button id=zout>zoom out</button> <button id=zfit>fit</button>
+ <label><input type=checkbox id=showdeps checked> graph edges</label> · <span id=tcount></span></div>
+<div id=twrap class=scroll><svg id=timeline xmlns="http://www.w3.org/2000/svg"></svg></div>
+<p id=tnone class=note hidden>No trace of this graph was given: pass its trace to see a replay.</p>
+{summaries}"""
+    return f"""<!DOCTYPE html>
+<html lang=en><head><meta charset="utf-8"><meta name=viewport content="width=device-width">
+<meta name=generator content="cgtool {_esc(__version__)}">
+<title>{_esc(title)}</title><style>{_asset("report.css")}</style></head>
+<body data-ready="0" data-errors="">
+<div id=errors hidden></div>
+<header><h1>{_esc(title)}</h1><p class=sub>cgtool {_esc(__version__)} · {plural(len(data.graphs), 'graph')}
+ · {plural(len(data.bench), 'bench result')}</p>{notes}</header>
+{graph_part}
+<div id=bench>{benches}</div>
+<script type="application/json" id=cgdata>{_json_script({"sections": sections})}</script>
+<script>{_asset("report.js")}</script>
+</body></html>
+"""

@@ -1,0 +1,61 @@
+"""Markdown summaries of `deps` and `diff` for a CI job's page (``GITHUB_STEP_SUMMARY``), as
+`bench` writes its table (``tables.bench_summary_md``), with a link to the HTML report when the
+job publishes one (``CGTOOL_REPORT_URL``: its URL, or its path in the job's artifacts)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cgtool.artifacts.names import short_name
+from cgtool.inspect.deps import DepsResult
+from cgtool.inspect.diff import Change, GraphDiff
+
+#: Where `cgtool report`'s page of this job is published (a URL, or a path in the artifacts).
+REPORT_URL_ENV = "CGTOOL_REPORT_URL"
+
+
+def _cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def report_link() -> str:
+    url = os.environ.get(REPORT_URL_ENV, "").strip()
+    return f"\nThe HTML report (graph, timeline, bench plots): [{_cell(url)}]({url})\n" if url else ""
+
+
+def deps_summary_md(results: dict[str, DepsResult], top: int = 5) -> str:
+    """One row per trace (or rank): true and fake counts, the cost; the top fake pairs of each."""
+    lines = ["### cgtool deps", "", "| trace | true | fake | fake cost µs | replays | lanes |", "|---|---:|---:|---:|---:|---|"]
+    for name, r in results.items():
+        s = r.summary()
+        lines.append(f"| {_cell(name)} | {s.true} | {s.fake} | {s.fake_cost_us:.1f} | {s.replays} | {r.lane.value} |")
+    for name, r in results.items():
+        fakes = r.fakes()[:top]
+        if fakes:
+            lines += ["", f"Top fake dependencies in {_cell(name)}:", "", "| before | after | count | cost µs |", "|---|---|---:|---:|"]
+            for f in fakes:
+                lines.append(f"| #{f.before & 0xFFFFFFFF} {_cell(short_name(f.before_name, 40))} | #{f.after & 0xFFFFFFFF} "
+                             f"{_cell(short_name(f.after_name, 40))} | {f.count} | {f.cost_us:.1f} |")
+    return "\n".join(lines) + "\n" + report_link()
+
+
+def diff_summary_md(d: GraphDiff, a: Path, b: Path) -> str:
+    """The rows that changed (kernels, node and edge types, metrics), and the counts."""
+    lines = ["### cgtool diff", "", f"{_cell(str(a))} → {_cell(str(b))}", "", "| section | key | A | B | change |", "|---|---|---:|---:|---|"]
+    changed = [r for r in d.rows if r.change is not Change.UNCHANGED]
+    for r in changed:
+        key = short_name(r.key, 60) if r.section == "kernel" else r.key
+        lines.append(f"| {r.section} | {_cell(key)} | {r.a:g} | {r.b:g} | {r.change.value} |")
+    if not changed:
+        lines.append("| - | no change | | | |")
+    lines += ["", " · ".join(f"{k.value} {v}" for k, v in d.counts().items())]
+    return "\n".join(lines) + "\n" + report_link()
+
+
+def append_step_summary(text: str) -> None:
+    """Append ``text`` to the file ``GITHUB_STEP_SUMMARY`` names (nothing outside a CI job)."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
