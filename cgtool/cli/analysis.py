@@ -44,12 +44,12 @@ def _deps_ranks(folder: Path, tolerance_us: float, json_out: Optional[Path], for
         deps_report(out, res, top=top)
         results[r] = res
     tab = Table(title=f"per rank ({len(results)} ranks)", title_justify="left")
-    for c in ("rank", "true", "fake", "fake cost µs", "replays", "mean span µs", "mean critical path µs"):
+    for c in ("rank", "true", "fake", "fake wait µs", "replays", "mean span µs", "critical path µs"):
         tab.add_column(c)
     for r, res in results.items():
         sm = res.to_json()["summary"]
-        tab.add_row(str(r), str(sm["true"]), str(sm["fake"]), f"{sm['fake_cost_us']:.1f}", str(sm["replays"]),
-                    str(sm["mean_span_us"]), str(sm["mean_critical_path_us"]))
+        tab.add_row(str(r), str(sm["true"]), str(sm["fake"]), f"{sm['fake_wait_us']:.1f}", str(sm["replays"]),
+                    str(sm["mean_span_us"]), str(sm["critical_path_us"]))
     out.print(tab)
     if json_out is not None:
         write_json(json_out, {"schema_version": 1, "ranks": {str(r): res.to_json() for r, res in results.items()}},
@@ -65,6 +65,7 @@ def deps(
     fail_on_fake: Annotated[Optional[int], typer.Option(help="Exit 1 when more than N fake dependencies are found.")] = None,
     annotate: Annotated[Optional[Path], typer.Option(help="Write a copy of the trace with true edges as flow arrows and fake serializations marked.")] = None,
     top: Annotated[int, typer.Option(help="Rows in the top-fake table.")] = 10,
+    compare: Annotated[Optional[Path], typer.Option("--compare", help="Another trace of the same graph (e.g. another CUDA_DEVICE_MAX_CONNECTIONS): judge the two by measured span per replay.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")] = False,
     max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
 ) -> None:
@@ -90,8 +91,16 @@ def deps(
     t, gs = _graphs_for(trace, graph or [], max_bytes)
     res = analyze(t, gs, tolerance_us=tolerance_us)
     deps_report(out, res, top=top)
+    doc = res.to_json()
+    if compare is not None:
+        from cgtool.inspect.deps import compare_traces
+        from cgtool.report.tables import compare_report
+
+        t2, gs2 = _graphs_for(compare, graph or [], max_bytes)
+        doc["compare"] = compare_traces(res, analyze(t2, gs2, tolerance_us=tolerance_us), str(trace), str(compare))
+        compare_report(out, doc["compare"])
     if json_out is not None:
-        write_json(json_out, res.to_json(), force=force)
+        write_json(json_out, doc, force=force)
         err.print(f"wrote {json_out}", markup=False)
     if annotate is not None:
         from cgtool.inspect.annotate import annotate_trace
@@ -130,8 +139,7 @@ def topo(
             write_json(json_out, {"ranks": res}, force=force)
         return
     g = GraphData.load(graph, max_bytes=max_bytes)
-    durations = _durations(g, trace, max_bytes) if trace else None
-    t = analyze(g, durations)
+    t = analyze(g, measured=_measured_path(g, trace, max_bytes) if trace else None)
     topo_table(out, g, t)
     if json_out is not None:
         write_json(json_out, t.to_json(), force=force)
@@ -148,15 +156,14 @@ def _graph_events(g, trace: Path, max_bytes: int):  # type: ignore[no-untyped-de
     return t, ev, nodes
 
 
-def _durations(g, trace: Path, max_bytes: int) -> dict[int, float]:  # type: ignore[no-untyped-def]
-    """Mean measured duration per node index over the trace's replays of ``g``."""
-    import numpy as np
+def _measured_path(g, trace: Path, max_bytes: int):  # type: ignore[no-untyped-def]
+    """The measured critical path of ``g``'s replays in ``trace`` (the one deps reports)."""
+    from cgtool.inspect.deps import measured_critical_path, replay_times
+    from cgtool.inspect.reach import topological_order
+    from cgtool.inspect.trace import load_trace
 
-    t, ev, nodes = _graph_events(g, trace, max_bytes)
-    n = len(g.nodes)
-    tot = np.bincount(nodes, weights=t.end[ev] - t.start[ev], minlength=n)
-    cnt = np.bincount(nodes, minlength=n)
-    return {i: float(tot[i] / cnt[i]) for i in range(n) if cnt[i]}
+    S, E = replay_times(load_trace(trace, max_bytes=max_bytes), g)
+    return measured_critical_path(g, topological_order(g), S, E)
 
 
 def _lanes(g, trace: Path, max_bytes: int) -> dict[int, str]:  # type: ignore[no-untyped-def]
@@ -213,7 +220,8 @@ def dot(
     g = GraphData.load(Path(graph), max_bytes=max_bytes)
     buf = io.StringIO()
     lanes = _lanes(g, trace, max_bytes) if trace else None
-    render_dot(g, buf, topo=analyze(g), collapse=0 if expand else collapse, lanes=lanes, title=graph)
+    measured = _measured_path(g, trace, max_bytes) if trace else None
+    render_dot(g, buf, topo=analyze(g, measured=measured), collapse=0 if expand else collapse, lanes=lanes, title=graph)
     if output is None:
         out.file.write(buf.getvalue())
         return

@@ -44,6 +44,11 @@ class _Args(msgspec.Struct, gc=False):
     graph_node_id: int = msgspec.field(name="graph node id", default=-1)
     channel: int = -1
     channel_type: Union[int, str] = -1
+    # Launch shape (kernels) and size (memcpy/memset), when the profiler writes them.
+    grid: Union[list[int], None] = None
+    block: Union[list[int], None] = None
+    shared_memory: int = msgspec.field(name="shared memory", default=-1)
+    nbytes: int = msgspec.field(name="bytes", default=-1)
 
 
 #: Categories PyTorch's profiler and cgtool write. Decoded as a Literal, a category costs no new
@@ -137,6 +142,9 @@ class Trace:
     n_events: int = 0
     node_id_form: str = "none"  # "full", "low32+graph id", "none"
     channel_types: list[str] = field(default_factory=list)  # names of string channel types
+    shape: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # launch_shape(grid, block), 0 unknown
+    shared_memory: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # bytes, -1 unknown
+    nbytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # memcpy/memset size, -1 unknown
 
     def __len__(self) -> int:
         return len(self.start)
@@ -195,11 +203,13 @@ def _load(data: Any, src: str) -> Trace:
     return _columns(outer, data, src)
 
 
-_COLS = ("kind", "name", "start", "dur", "seq", "stream", "corr", "device", "gid", "nid", "chan", "ctype")
+_COLS = ("kind", "name", "start", "dur", "seq", "stream", "corr", "device", "gid", "nid", "chan", "ctype",
+         "shape", "smem", "nbytes")
 _ARGS, _NAME, _CAT, _TS, _DUR = (attrgetter(k) for k in ("args", "name", "cat", "ts", "dur"))
 _CTYPE = attrgetter("channel_type")
 _ARG_COLS = [(c, attrgetter(f)) for c, f in (("stream", "stream"), ("corr", "correlation"), ("device", "device"),
-                                             ("gid", "graph_id"), ("nid", "graph_node_id"), ("chan", "channel"))]
+                                             ("gid", "graph_id"), ("nid", "graph_node_id"), ("chan", "channel"),
+                                             ("smem", "shared_memory"), ("nbytes", "nbytes"))]
 
 
 def _addr(b: Any) -> int:
@@ -301,6 +311,7 @@ def _scan(buf: Any, base: int, raw: list[msgspec.Raw], lo0: int, hi0: int, src: 
         parts["seq"].append(np.array(idx, dtype=np.int64) + lo)
         for col_name, get in _ARG_COLS:
             parts[col_name].append(np.fromiter(map(get, args), np.int64, n))
+        parts["shape"].append(np.fromiter((launch_shape(a.grid, a.block) for a in args), np.int64, n))
         try:
             parts["ctype"].append(np.fromiter(map(_CTYPE, args), np.int64, n))
         except (TypeError, ValueError):  # channel types written as names
@@ -418,6 +429,7 @@ def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
     end = np.round(start + col("dur", np.float64), 3)
     stream, corr, device = col("stream", np.int64), col("corr", np.int64), col("device", np.int64)
     gid, nid, chan, ctype = col("gid", np.int64), col("nid", np.int64), col("chan", np.int64), col("ctype", np.int64)
+    shape, smem, nbytes = col("shape", np.int64), col("smem", np.int64), col("nbytes", np.int64)
     # Node ids: full 64-bit, or low 32 bits completed by "graph id" (-1: no node id).
     full = nid > LOW32
     form = "none"
@@ -445,8 +457,20 @@ def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
         source=src, kind=kind, name=name, names=names, start=start, end=end, device=device,
         stream=stream, correlation=corr, graph_id=gid, tools_id=tools, channel=chan,
         channel_type=ctype, seq=seq, launches=launches, cgtool=meta, n_events=n_raw,
-        node_id_form=form, channel_types=ct_names,
+        node_id_form=form, channel_types=ct_names, shape=shape, shared_memory=smem, nbytes=nbytes,
     )
+
+
+def launch_shape(grid: Any, block: Any) -> int:
+    """One integer for a kernel's (grid, block) dimensions, 0 when either is unknown. The same
+    function keys trace events and graph nodes (their export's ``grid``/``block``), so equal
+    launches get equal keys; it is a plain mixed-radix code (deterministic across processes)."""
+    if not grid or not block:
+        return 0
+    key = 1
+    for v in (*grid, *block):
+        key = (key * 1_000_003 + int(v)) % (1 << 62)
+    return key or 1
 
 
 def _ctype(v: int | str, names: list[str]) -> int:

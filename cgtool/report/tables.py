@@ -65,35 +65,54 @@ def deps_report(con: Console, r: DepsResult, top: int = 10) -> None:
     head.add_column("value")
     head.add_row("true dependencies", f"{s['true']} ({s['distinct_true']} distinct pairs)")
     head.add_row("fake dependencies", f"{s['fake']} ({s['distinct_fake']} distinct pairs), "
-                 f"{_fmt_us(s['fake_cost_us'])} of ready work waiting, summed over replays")
+                 f"{_fmt_us(s['fake_wait_us'])} waited while ready, summed over replays (a wait, not a loss)")
+    if s["undecided"]:
+        head.add_row("undecided", f"{s['undecided']} serializations (the consistent node assignments disagree)")
     head.add_row("replays", f"{s['replays']} of exec graph {', '.join(map(str, s['graphs']))}")
     head.add_row("lanes", "hardware channels" if r.lane == "channel" else "streams (no channel data in the trace)")
-    head.add_row("match", "exact (graph node ids)" if r.match == "exact" else "INFERRED (by launch, name and order)")
-    head.add_row("replay span / critical path", f"{_fmt_us(s['mean_span_us'])} / {_fmt_us(s['mean_critical_path_us'])} (mean)")
+    if r.match == "exact":
+        head.add_row("match", "exact (graph node ids)")
+    else:
+        cert = ", ".join(f"{v} {k}" for k, v in sorted(s["certainty"].items()))
+        head.add_row("match", f"INFERRED (launch, name, shape, stream, time): {cert or 'no serializations'}")
+    head.add_row("replay span / critical path", f"{_fmt_us(s['mean_span_us'])} mean / {_fmt_us(s['critical_path_us'])} (median replay)")
+    c = r.cost
+    if c.get("saving_share") is not None:
+        filled = ", the GPU was full" if c.get("gpu_filled") else ""
+        head.add_row("estimated saving", f"{_fmt_us(c['saving_us'])} per replay without the fake serializations "
+                     f"({100 * c['saving_share']:.1f}% of the span{filled})")
     con.print(head)
     fakes = r.fakes()[:top]
     if fakes:
         tab = Table(title=f"top fake dependencies (of {s['distinct_fake']})", title_justify="left")
-        for c in ("before", "after", "channel" if r.lane == "channel" else "stream", "count", "gap", "cost"):
-            tab.add_column(c, justify="right" if c in ("count", "gap", "cost") else "left")
+        cols = ["before", "after", "channel" if r.lane == "channel" else "stream", "count", "gap", "wait", "saving"]
+        if r.match != "exact":
+            cols.append("certainty")
+        for col in cols:
+            tab.add_column(col, justify="right" if col in ("count", "gap", "wait", "saving") else "left")
         for f in fakes:
             lane = str(f.channel) if r.lane == "channel" else str(f.stream)
-            tab.add_row(f"#{f.before & 0xFFFFFFFF} {short_name(f.before_name, 32)}",
-                        f"#{f.after & 0xFFFFFFFF} {short_name(f.after_name, 32)}", lane, str(f.count),
-                        _fmt_us(f.gap_us), _fmt_us(f.cost_us))
+            row = [f"#{f.before & 0xFFFFFFFF} {short_name(f.before_name, 32)}",
+                   f"#{f.after & 0xFFFFFFFF} {short_name(f.after_name, 32)}", lane, str(f.count),
+                   _fmt_us(f.gap_us), _fmt_us(f.wait_us), "-" if f.saving_us is None else _fmt_us(f.saving_us)]
+            if r.match != "exact":
+                row.append(f.certainty)
+            tab.add_row(*row)
         con.print(tab)
     if r.inferred_waits:
         tab = Table(title="waits behind unrelated work (inferred from timing)", title_justify="left")
-        for c in ("waited", "behind", "count", "total wait"):
-            tab.add_column(c)
+        for col in ("waited", "behind", "count", "total wait", "saving", "certainty"):
+            tab.add_column(col)
         for w in r.inferred_waits[:top]:
             tab.add_row(f"#{w.after & 0xFFFFFFFF} {short_name(w.after_name, 32)}",
-                        f"#{w.behind & 0xFFFFFFFF} {short_name(w.behind_name, 32)}", str(w.count), _fmt_us(w.wait_us))
+                        f"#{w.behind & 0xFFFFFFFF} {short_name(w.behind_name, 32)}", str(w.count), _fmt_us(w.wait_us),
+                        "-" if w.saving_us is None else _fmt_us(w.saving_us), w.certainty)
         con.print(tab)
     lanes: dict[Any, list[int]] = {}
     for f in r.findings:
         key = f.channel if r.lane == "channel" else f.stream
-        lanes.setdefault(key, [0, 0])[0 if f.kind.value == "true" else 1] += f.count
+        if f.kind.value != "undecided":
+            lanes.setdefault(key, [0, 0])[0 if f.kind.value == "true" else 1] += f.count
     if lanes:
         tab = Table(title=f"per {r.lane}", title_justify="left")
         tab.add_column(r.lane)
@@ -169,3 +188,21 @@ def rank_table(title: str, rows: list[dict[str, Any]]) -> Table:
     for r in rows:
         tab.add_row(*(str(r[k]) for k in keys))
     return tab
+
+
+def compare_report(con: Console, c: dict[str, Any]) -> None:
+    """Two traces of one graph, judged by measured span per replay."""
+    tab = Table(title="compare: measured span per replay", title_justify="left")
+    for col in ("trace", "replays", "median span", "IQR", "fake", "estimated saving"):
+        tab.add_column(col, justify="left" if col == "trace" else "right")
+    for k in ("a", "b"):
+        x = c[k]
+        tab.add_row(short_name(str(x.get("trace", k)), 40), str(x["replays"]), _fmt_us(x["median_us"]),
+                    _fmt_us(x["iqr_us"]), str(x.get("fake", "-")), _fmt_us(x.get("estimated_saving_us")))
+    con.print(tab)
+    d = c.get("difference_us")
+    if d is not None:
+        verdict = {"same": "the same within the run-to-run spread", "b faster": "the second is faster",
+                   "b slower": "the second is slower"}[c["verdict"]]
+        con.print(f"second - first: {d:+.1f} µs ({100 * (c.get('difference_share') or 0.0):+.1f}%): {verdict}",
+                  markup=False, highlight=False)
