@@ -332,7 +332,9 @@ def _inferred_match(trace: Trace, graphs: dict[int, _G], tolerance_us: float) ->
         grp.append(np.full(n_slots * n_rep, k, np.int64))
         slots.append(np.tile(np.arange(n_slots, dtype=np.int64), n_rep))
         n_slots_all += n_slots
-    cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64))
+
+    def cat(xs: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(xs) if xs else np.zeros(0, np.int64)
     n_assign = sorted({lg.assignments for lg in mt.groups})
     notes = ["Events were matched to graph nodes by launch, kernel name and shape, stream and time (the "
              "trace has no graph node ids): the match is inferred "
@@ -772,7 +774,7 @@ def _waited(b: np.ndarray, ready: np.ndarray, start: np.ndarray, end: np.ndarray
             cover: np.ndarray, tol: float) -> np.ndarray:
     """Of the events at positions ``b``: which sat ready longer than the tolerance (and 1 µs)
     while the GPU had room (see _gpu_was_full)."""
-    late = start[b] - ready[b] > max(tol, 1.0)
+    late: np.ndarray = np.asarray(start[b] - ready[b] > max(tol, 1.0))
     if not late.any():
         return late
     order = np.lexsort((start, replay))

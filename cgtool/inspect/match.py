@@ -205,17 +205,18 @@ def match_launches(trace: Trace, models: dict[int, GraphModel], *, tolerance_us:
         )
     keys = _event_keys(trace)
     # Launches with the same per-stream sequence of event keys form one group.
-    groups: dict[tuple[Any, ...], list[tuple[int, dict[int, list[int]]]]] = defaultdict(list)
+    groups: dict[tuple[int, tuple[tuple[int, tuple[Key, ...]], ...]], list[tuple[int, dict[int, list[int]]]]] = \
+        defaultdict(list)
     for (d, c), idx in by_launch.items():
         lanes: dict[int, list[int]] = defaultdict(list)
         for i in idx:
             lanes[stream[i]].append(i)
-        sig = (d,) + tuple((s, tuple(keys[i] for i in lanes[s])) for s in sorted(lanes))
+        sig = (d, tuple((s, tuple(keys[i] for i in lanes[s])) for s in sorted(lanes)))
         groups[sig].append((c, lanes))
     out = Matching([], [], other)
     deadline_per_group = time_limit_s
     for sig, members in groups.items():
-        names = Counter((k[0], k[1]) for _, ks in sig[1:] for k in ks)
+        names = Counter((k[0], k[1]) for _, ks in sig[1] for k in ks)
         cands = [gid for gid, m in models.items() if m.names == names]
         if not cands:
             c = members[0][0]
@@ -284,7 +285,7 @@ def _search(m: GraphModel, gid: int, members: list[tuple[int, dict[int, list[int
     start, end = trace.start[ev], trace.end[ev]
     order = np.lexsort((end[:, 0], start[:, 0])).tolist()
     # ok[j][k]: slot j ended before slot k started, in every replay (the time constraint).
-    okm = (end[:, None, :] <= start[None, :, :] + tol).all(axis=2)
+    okm: np.ndarray = np.asarray((end[:, None, :] <= start[None, :, :] + tol).all(axis=2))
     slot_key = [keys[int(i)] for i in ev[:, 0]]
     slot_stream = [s for s in streams for _ in range(len(members[0][1][s]))]
     link = m.link
@@ -305,7 +306,7 @@ def _search(m: GraphModel, gid: int, members: list[tuple[int, dict[int, list[int
         k = order[p]
         col = okcols[k]
         if col is None:
-            col = okcols[k] = okm[:, k].tolist()
+            col = okcols[k] = [bool(x) for x in okm[:, k].tolist()]
         out = []
         for v in cand_cache[slot_key[k]]:
             if v in slot_of:
