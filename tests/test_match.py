@@ -235,3 +235,35 @@ def test_replay_times_work_without_node_ids(data_dir):
     g = GraphData.load(data_dir / "moe_kineto_mc1" / "graph.json")
     S, E = replay_times(t, g)
     assert S.shape == (20, len(g.nodes)) and not np.isnan(S[:, [n.index for n in g.nodes if n.node_type.runs_on_gpu]]).any()
+
+
+def _strip_ids(src, dst):
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    for e in doc["traceEvents"]:
+        a = e.get("args") or {}
+        a.pop("graph node id", None)
+        a.pop("graph id", None)
+    dst.write_text(json.dumps(doc))
+    return dst
+
+
+GROUND_TRUTH = sorted(p.parent.name + "/" + p.name for p in
+                      (__import__("pathlib").Path(__file__).parent / "data").glob("*_kineto_mc*/cupti_trace.json.gz")) + \
+    ["forkjoin_trace_mc1/trace.json.gz", "transformer_trace_mc1/trace.json.gz", "train_step_trace/trace.json.gz"]
+
+
+@pytest.mark.parametrize("rel", GROUND_TRUTH)
+def test_inferred_verdicts_equal_the_ids_verdicts_per_replay(data_dir, tmp_path, rel):
+    """CUPTI traces (channels, fake serializations) with their node ids removed: the inferred
+    match must give, replay by replay, the verdicts the ids give (the ids analysis is itself
+    checked against the raw records in test_deps)."""
+    t_ids = load_trace(data_dir / rel)
+    gs = graphs_from_trace(t_ids)
+    exact = analyze(t_ids, gs)
+    t = load_trace(_strip_ids(data_dir / rel, tmp_path / "noids.json"))
+    assert not t.has_graph_ids and t.has_channels
+    inferred = analyze(t, gs)
+    assert inferred.match == "inferred" and inferred.n_undecided == 0
+    for col in ("correlation", "true", "fake", "span_us", "critical_path_us"):
+        assert (inferred.replay_table[col] == exact.replay_table[col]).all(), col
+    assert {f.certainty for f in inferred.findings} <= {"inferred-unique", "inferred-invariant"}
