@@ -21,8 +21,8 @@ The model (documented in DESIGN.md terms):
 The stream assumptions hold in every CUPTI recording under tests/data (checked by the tests).
 
 Slots are assigned in start order (a predecessor's slot always comes first), each to a node of its
-class whose predecessors' slots have all ended (propagation: candidates are only nodes made ready
-by the assignment so far), with backtracking over the choices. Interchangeable chains (same
+class whose predecessors' slots have all ended (propagation: placing a node makes its successors
+ready, and only ready nodes are candidates), with backtracking over the choices. Interchangeable chains (same
 kernels, same predecessors of their first node and successors of their last: e.g. the identical
 branches of a fork/join) are an automorphism of the graph: any assignment composed with a
 permutation of them is another assignment with the same true/fake verdicts, so only one
@@ -214,7 +214,6 @@ def match_launches(trace: Trace, models: dict[int, GraphModel], *, tolerance_us:
         sig = (d, tuple((s, tuple(keys[i] for i in lanes[s])) for s in sorted(lanes)))
         groups[sig].append((c, lanes))
     out = Matching([], [], other)
-    deadline_per_group = time_limit_s
     for sig, members in groups.items():
         names = Counter((k[0], k[1]) for _, ks in sig[1] for k in ks)
         cands = [gid for gid, m in models.items() if m.names == names]
@@ -229,7 +228,7 @@ def match_launches(trace: Trace, models: dict[int, GraphModel], *, tolerance_us:
         found: list[LaunchGroup] = []
         for gid in cands:
             found += _solve_group(models[gid], gid, members, keys, trace, tolerance_us, max_solutions,
-                                  deadline_per_group, out.unmatched)
+                                  time_limit_s, out.unmatched)
         gids = sorted({lg.graph_id for lg in found})
         if len(gids) > 1:
             raise InvalidInputError(
@@ -289,10 +288,15 @@ def _search(m: GraphModel, gid: int, members: list[tuple[int, dict[int, list[int
     slot_key = [keys[int(i)] for i in ev[:, 0]]
     slot_stream = [s for s in streams for _ in range(len(members[0][1][s]))]
     link = m.link
-    cand_cache: dict[Key, list[int]] = {}
-    for k in set(slot_key):
-        cand_cache[k] = [v for v in m.gpu if _compatible(k, m.key[v])]
-    preds, head_rank = m.preds, m.head_rank
+    node_keys = sorted(set(m.key.values()))
+    cand_keys = {k: [nk for nk in node_keys if _compatible(k, nk)] for k in set(slot_key)}
+    preds, succs, head_rank, key_of = m.preds, m.succs, m.head_rank, m.key
+    # Propagation: only nodes whose GPU predecessors are all placed are candidates ("ready").
+    pending = {v: len(preds[v]) for v in m.gpu}
+    ready: dict[Key, set[int]] = {nk: set() for nk in node_keys}
+    for v in m.gpu:
+        if not pending[v]:
+            ready[key_of[v]].add(v)
     n_groups = 1 + max((g for g, _ in head_rank.values()), default=-1)
     next_head = [0] * n_groups
     slot_of: dict[int, int] = {}
@@ -308,9 +312,7 @@ def _search(m: GraphModel, gid: int, members: list[tuple[int, dict[int, list[int
         if col is None:
             col = okcols[k] = [bool(x) for x in okm[:, k].tolist()]
         out = []
-        for v in cand_cache[slot_key[k]]:
-            if v in slot_of:
-                continue
+        for v in sorted(v for nk in cand_keys[slot_key[k]] for v in ready[nk]):
             hr = head_rank.get(v)
             if hr is not None and next_head[hr[0]] != hr[1]:
                 continue  # symmetry: interchangeable chains start in index order
@@ -333,6 +335,11 @@ def _search(m: GraphModel, gid: int, members: list[tuple[int, dict[int, list[int
         hr = head_rank.get(v)
         if hr is not None:
             next_head[hr[0]] += 1
+        ready[key_of[v]].discard(v)
+        for w in succs[v]:
+            pending[w] -= 1
+            if not pending[w]:
+                ready[key_of[w]].add(w)
 
     def unplace(p: int) -> None:
         v = assign[order[p]]
@@ -341,6 +348,11 @@ def _search(m: GraphModel, gid: int, members: list[tuple[int, dict[int, list[int
         hr = head_rank.get(v)
         if hr is not None:
             next_head[hr[0]] -= 1
+        for w in succs[v]:
+            if not pending[w]:
+                ready[key_of[w]].discard(w)
+            pending[w] += 1
+        ready[key_of[v]].add(v)
 
     # Iterative depth-first search: stack[p] holds the untried candidates of position p.
     stack: list[list[int]] = []
@@ -370,6 +382,6 @@ def _search(m: GraphModel, gid: int, members: list[tuple[int, dict[int, list[int
     if not n_slots:
         sols = [[]]
     if not sols:
-        return None if complete else None
+        return None
     arr = np.array(sols, dtype=np.int64).reshape(len(sols), n_slots)
     return LaunchGroup(gid, [c for c, _ in members], ev, arr, len(sols) * m.orbit, complete)
