@@ -267,3 +267,38 @@ def test_inferred_verdicts_equal_the_ids_verdicts_per_replay(data_dir, tmp_path,
     for col in ("correlation", "true", "fake", "span_us", "critical_path_us"):
         assert (inferred.replay_table[col] == exact.replay_table[col]).all(), col
     assert {f.certainty for f in inferred.findings} <= {"inferred-unique", "inferred-invariant"}
+
+
+def _synthetic(tmp_path):
+    """X1 and X2: same kernel, independent roots; Y and Z follow X1. Both X events end before Y and
+    Z start, so X1 may be either: two assignments, and the verdicts of the serializations X→Y
+    (stream 1) and X→Z (stream 2) depend on which."""
+    def node(i, name, deps, dependents):
+        return {"index": i, "node_type": "kernel", "tools_id": (2 << 32) | i, "graph_id": 2, "node_id": i,
+                "kernel_name": name, "dependencies": deps, "dependents": dependents}
+    g = {"exec_graph_id": 2, "nodes": [node(0, "k", [], [2, 3]), node(1, "k", [], []), node(2, "m", [0], []),
+                                       node(3, "n", [0], [])],
+         "cgtool": {"schema_version": 1, "nodes": [{"grid": [1, 1, 1], "block": [32, 1, 1], "shared_mem": 0}] * 4}}
+    evs = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": 0.0, "dur": 1.0, "pid": 1, "tid": 1,
+            "args": {"correlation": 5}}]
+    for name, stream, ts in [("k", 1, 10.0), ("k", 2, 10.0), ("m", 1, 30.0), ("n", 2, 30.0)]:
+        evs.append({"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": 10.0, "pid": 0, "tid": stream,
+                    "args": {"device": 0, "stream": stream, "correlation": 5, "grid": [1, 1, 1], "block": [32, 1, 1],
+                             "shared memory": 0}})
+    (tmp_path / "graph.json").write_text(json.dumps(g))
+    with gzip.open(tmp_path / "trace.json.gz", "wt") as f:
+        json.dump({"traceEvents": evs}, f)
+    return tmp_path
+
+
+def test_disagreeing_assignments_leave_the_verdict_undecided(tmp_path):
+    case = _synthetic(tmp_path)
+    n, verdicts, _ = brute_force(case)
+    assert n == 2 and verdicts == Counter({"undecided": 2})
+    r = analyze(load_trace(case / "trace.json.gz"), [GraphData.load(case / "graph.json")])
+    js = r.to_json()
+    assert js["summary"]["undecided"] == 2 and js["summary"]["true"] == js["summary"]["fake"] == 0
+    assert {(s["kind"], s["certainty"], s["assignments"]) for s in js["serializations"]} == {("undecided", "undecided", 2)}
+    assert js["match_groups"] == [{"graph_id": 2, "replays": 1, "events_per_replay": 4, "assignments": 2,
+                                   "complete": True}]
+    assert not r.suggestions

@@ -146,16 +146,6 @@ def topo(
         err.print(f"wrote {json_out}", markup=False)
 
 
-def _graph_events(g, trace: Path, max_bytes: int):  # type: ignore[no-untyped-def]
-    """(trace, event indices of exec graph ``g``, their node indices); refuses a mismatch."""
-    from cgtool.inspect.deps import match_graph_events
-    from cgtool.inspect.trace import load_trace
-
-    t = load_trace(trace, max_bytes=max_bytes)
-    ev, nodes = match_graph_events(t, g)
-    return t, ev, nodes
-
-
 def _measured_path(g, trace: Path, max_bytes: int):  # type: ignore[no-untyped-def]
     """The measured critical path of ``g``'s replays in ``trace`` (the one deps reports)."""
     from cgtool.inspect.deps import measured_critical_path, replay_times
@@ -168,13 +158,10 @@ def _measured_path(g, trace: Path, max_bytes: int):  # type: ignore[no-untyped-d
 
 def _lanes(g, trace: Path, max_bytes: int) -> dict[int, str]:  # type: ignore[no-untyped-def]
     """The lane (channel, or stream) each node ran on first."""
-    t, ev, nodes = _graph_events(g, trace, max_bytes)
-    lanes: dict[int, str] = {}
-    for i, nd in zip(ev.tolist(), nodes.tolist()):
-        if nd not in lanes:
-            c = int(t.channel[i])
-            lanes[nd] = f"channel {c}" if c >= 0 else f"stream {int(t.stream[i])}"
-    return lanes
+    from cgtool.inspect.deps import node_lanes
+    from cgtool.inspect.trace import load_trace
+
+    return node_lanes(load_trace(trace, max_bytes=max_bytes), g)
 
 
 def dot(

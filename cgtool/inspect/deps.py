@@ -580,6 +580,22 @@ def replay_times(trace: Trace, g: GraphData, *, tolerance_us: float = DEFAULT_TO
     return _replay_matrix(len(g.nodes), replay, node, trace.start[ev], trace.end[ev], len(rfirst))
 
 
+def node_lanes(trace: Trace, g: GraphData, *, tolerance_us: float = DEFAULT_TOLERANCE_US) -> dict[int, str]:
+    """The lane (channel, or stream without channel data) each node of ``g`` ran on first in
+    ``trace``, with node ids or by the inferred match."""
+    if trace.has_graph_ids:
+        ev, node = match_graph_events(trace, g)
+    else:
+        m, _ = _inferred_match(trace, {g.exec_graph_id: _G(g)}, tolerance_us)
+        ev, node = m.ev, m.node
+    lanes: dict[int, str] = {}
+    for i, nd in zip(ev.tolist(), node.tolist()):
+        if nd not in lanes:
+            c = int(trace.channel[i])
+            lanes[nd] = f"channel {c}" if c >= 0 else f"stream {int(trace.stream[i])}"
+    return lanes
+
+
 def _certainty(m: _Matched, prepared: dict[int, _G], a: np.ndarray, b: np.ndarray,
                kind_true: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per serialization: index into _CERTS, and the number of consistent assignments."""
@@ -617,7 +633,7 @@ def _wait_certainty(m: _Matched, w: InferredWait, prepared: dict[int, _G]) -> st
 
 def _group_summary(m: _Matched) -> list[dict[str, Any]]:
     return [{"graph_id": lg.graph_id, "replays": len(lg.correlations), "events_per_replay": int(lg.events.shape[0]),
-             "assignments": lg.assignments, "complete": lg.complete, "certainty": lg.certainty.value}
+             "assignments": lg.assignments, "complete": lg.complete}
             for lg in m.groups]
 
 
