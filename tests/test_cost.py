@@ -116,3 +116,21 @@ def test_fake_serializations_that_cost_nothing_are_not_advised_against(data_dir)
     js = r.to_json()
     assert all(s["saving_us"] is None or s["saving_us"] >= 0 for s in js["serializations"])
     assert js["summary"]["fake_wait_us"] > 0  # they waited (a wait, not a loss)
+
+
+def test_mean_cover_many_equals_the_loop():
+    rng = np.random.default_rng(0)
+    start = rng.uniform(0, 100, 60)
+    end = start + rng.uniform(0.5, 20, 60)
+    cover = rng.uniform(0, 1, 60)
+    group = rng.integers(0, 3, 60)
+    start += group * 1e6  # groups far apart in time, as replays are
+    end += group * 1e6
+    lo = np.array([10.0, 30.0, 1e6 + 5, 2e6 + 40])
+    hi = lo + np.array([15.0, 0.5, 60.0, 3.0])
+    gq = np.array([0, 0, 1, 2])
+    got = cost.mean_cover_many(lo, hi, gq, start, end, cover, group)
+    for k in range(len(lo)):
+        sel = group == gq[k]
+        want = cost.mean_cover(lo[k], hi[k], start[sel].tolist(), end[sel].tolist(), cover[sel].tolist())
+        assert got[k] == pytest.approx(want, abs=1e-6)

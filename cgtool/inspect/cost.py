@@ -100,6 +100,40 @@ def mean_cover(lo: float, hi: float, start: Sequence[float], end: Sequence[float
     return tot / (hi - lo)
 
 
+def mean_cover_many(lo: np.ndarray, hi: np.ndarray, group_q: np.ndarray, start: np.ndarray, end: np.ndarray,
+                    cover: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """``mean_cover`` for many queries at once: query k asks about [lo[k], hi[k]) among the items of
+    group ``group_q[k]`` (items: ``start``/``end``/``cover``/``group`` arrays). Uses the integral
+    F(x) = Σ_{s ≤ x} c·(x − s) − Σ_{e ≤ x} c·(x − e) over items laid out one group after another."""
+    out = np.zeros(len(lo))
+    if not len(lo) or not len(start):
+        return out
+    n_groups = int(max(group.max(), group_q.max())) + 1
+    t0 = np.full(n_groups, np.inf)
+    np.minimum.at(t0, group, start)
+    t0[np.isinf(t0)] = 0.0
+    width = float(np.max(end - t0[group])) + 1.0 + float(np.max(hi - t0[group_q]).clip(0))
+    S = group * width + (start - t0[group])
+    E = group * width + (end - t0[group])
+
+    def F(x: np.ndarray) -> np.ndarray:
+        total = np.zeros(len(x))
+        for key, sign in ((S, 1.0), (E, -1.0)):
+            o = np.argsort(key, kind="stable")
+            k, c = key[o], cover[o]
+            pc, pck = np.concatenate([[0.0], np.cumsum(c)]), np.concatenate([[0.0], np.cumsum(c * k)])
+            i = np.searchsorted(k, x, side="right")
+            total += sign * (x * pc[i] - pck[i])
+        return total
+
+    xl = group_q * width + (lo - t0[group_q])
+    xh = group_q * width + (hi - t0[group_q])
+    span = hi - lo
+    ok = span > 0
+    out[ok] = (F(xh) - F(xl))[ok] / span[ok]
+    return out
+
+
 def list_schedule(dur: Sequence[float], preds: Sequence[Sequence[int]]) -> float:
     """Span of the schedule that starts each item (given in a topological order: observed start
     order) when all of ``preds[i]`` (earlier items) have finished, the first ones at 0."""
