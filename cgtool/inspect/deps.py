@@ -660,12 +660,13 @@ def _estimate(prepared: dict[int, _G], m: _Matched, start: np.ndarray, end: np.n
     all_b = np.concatenate([b, w_b])
     all_a = np.concatenate([a, w_a])
     all_tag = np.concatenate([np.where(undecided_tag, -1, fake_tag), w_id + n_find])
+    pick = np.unique(np.linspace(0, n_rep - 1, min(n_rep, ESTIMATE_REPLAYS)).round().astype(np.int64))
+    in_pick = np.isin(replay[all_b], pick)
     by_b: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for bb, aa, tt in zip(all_b.tolist(), all_a.tolist(), all_tag.tolist()):
+    for bb, aa, tt in zip(all_b[in_pick].tolist(), all_a[in_pick].tolist(), all_tag[in_pick].tolist()):
         by_b[bb].append((aa, tt))
     order = np.lexsort((end, start, replay))
     bounds = np.searchsorted(replay[order], np.arange(n_rep + 1))
-    pick = np.unique(np.linspace(0, n_rep - 1, min(n_rep, ESTIMATE_REPLAYS)).round().astype(np.int64))
     # Candidates for per-finding estimates: the fake findings and waits that waited longest.
     fake_ids = sorted((k for k, f in enumerate(findings) if f.kind is DepKind.FAKE),
                       key=lambda k: -findings[k].wait_us)[:ESTIMATE_FINDINGS]

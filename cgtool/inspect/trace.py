@@ -44,11 +44,23 @@ class _Args(msgspec.Struct, gc=False):
     graph_node_id: int = msgspec.field(name="graph node id", default=-1)
     channel: int = -1
     channel_type: Union[int, str] = -1
-    # Launch shape (kernels) and size (memcpy/memset), when the profiler writes them.
+
+
+class _ShapeArgs(msgspec.Struct, gc=False):
+    """Launch shape (kernels) and size (memcpy/memset), as the profilers write them. Decoded in a
+    second pass, only for GPU events without a node id (they are matched by shape)."""
+
     grid: Union[list[int], None] = None
     block: Union[list[int], None] = None
     shared_memory: int = msgspec.field(name="shared memory", default=-1)
     nbytes: int = msgspec.field(name="bytes", default=-1)
+
+
+class _ShapeEvent(msgspec.Struct, gc=False):
+    args: Union[_ShapeArgs, None] = None
+
+
+_shape_event = msgspec.json.Decoder(_ShapeEvent)
 
 
 #: Categories PyTorch's profiler and cgtool write. Decoded as a Literal, a category costs no new
@@ -208,8 +220,7 @@ _COLS = ("kind", "name", "start", "dur", "seq", "stream", "corr", "device", "gid
 _ARGS, _NAME, _CAT, _TS, _DUR = (attrgetter(k) for k in ("args", "name", "cat", "ts", "dur"))
 _CTYPE = attrgetter("channel_type")
 _ARG_COLS = [(c, attrgetter(f)) for c, f in (("stream", "stream"), ("corr", "correlation"), ("device", "device"),
-                                             ("gid", "graph_id"), ("nid", "graph_node_id"), ("chan", "channel"),
-                                             ("smem", "shared_memory"), ("nbytes", "nbytes"))]
+                                             ("gid", "graph_id"), ("nid", "graph_node_id"), ("chan", "channel"))]
 
 
 def _addr(b: Any) -> int:
@@ -311,7 +322,12 @@ def _scan(buf: Any, base: int, raw: list[msgspec.Raw], lo0: int, hi0: int, src: 
         parts["seq"].append(np.array(idx, dtype=np.int64) + lo)
         for col_name, get in _ARG_COLS:
             parts[col_name].append(np.fromiter(map(get, args), np.int64, n))
-        parts["shape"].append(np.fromiter((launch_shape(a.grid, a.block) for a in args), np.int64, n))
+        shape, smem, nbytes = np.zeros(n, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+        for j in np.flatnonzero(parts["nid"][-1] < 0).tolist():  # no node id: matched by shape
+            shape[j], smem[j], nbytes[j] = _shape_of(raw[lo + idx[j]])
+        parts["shape"].append(shape)
+        parts["smem"].append(smem)
+        parts["nbytes"].append(nbytes)
         try:
             parts["ctype"].append(np.fromiter(map(_CTYPE, args), np.int64, n))
         except (TypeError, ValueError):  # channel types written as names
@@ -471,6 +487,17 @@ def launch_shape(grid: Any, block: Any) -> int:
     for v in (*grid, *block):
         key = (key * 1_000_003 + int(v)) % (1 << 62)
     return key or 1
+
+
+def _shape_of(raw_event: msgspec.Raw) -> tuple[int, int, int]:
+    """(launch_shape, shared memory, bytes) of one event; unknown values where absent or malformed."""
+    try:
+        a = _shape_event.decode(raw_event).args
+    except msgspec.MsgspecError:
+        return 0, -1, -1
+    if a is None:
+        return 0, -1, -1
+    return launch_shape(a.grid, a.block), a.shared_memory, a.nbytes
 
 
 def _ctype(v: int | str, names: list[str]) -> int:
