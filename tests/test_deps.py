@@ -79,8 +79,12 @@ def test_json_schema(data_dir):
         assert s["before"] in ids and s["after"] in ids and s["kind"] in ("true", "fake")
         assert isinstance(s["channel"], int) and s["count"] >= 1
     fake = [s for s in js["serializations"] if s["kind"] == "fake"]
-    assert all(s["cost_us"] >= 0 for s in fake) and js["summary"]["fake_cost_us"] > 0
-    assert js["suggestions"] and "CUDA_DEVICE_MAX_CONNECTIONS=1" in js["suggestions"][0]
+    assert all(s["wait_us"] >= 0 for s in fake) and js["summary"]["fake_wait_us"] > 0
+    assert all(s["certainty"] == "exact" and s["assignments"] == 1 for s in js["serializations"])
+    # The GEMMs fill the GPU either way (this trace's span, 795 µs, equals the default setting's):
+    # the waits cost nothing, so nothing is suggested, and a note says why.
+    assert js["cost"]["gpu_filled"] and js["cost"]["saving_share"] < 0.05
+    assert not js["suggestions"] and any("filled the GPU" in n for n in js["notes"])
 
 
 def _rewrite(doc, fn):
@@ -123,9 +127,10 @@ def test_without_channels_lanes_are_streams_and_waits_are_inferred(data_dir, tmp
     assert r.lane == "stream" and any("no hardware channel" in n for n in r.notes)
     # Branches run on their own streams: on each stream only the true (chain) order shows...
     assert r.n_fake == 0 and r.n_true > 0
-    # ...but branches that waited behind unrelated work are found from timing.
-    assert r.inferred_waits and all(w.count >= 1 for w in r.inferred_waits)
-    assert r.to_json()["inferred_waits"][0]["inferred"] == "timing"
+    # ...and the branches that sat ready did so while the other GEMMs covered the whole GPU: from
+    # timing alone these are waits for room on the GPU, one per fake serialization on the channel.
+    fakes = sum(v for (_, _, k), v in expected_from_records(data_dir / "forkjoin_trace_mc1").items() if k == "fake")
+    assert not r.inferred_waits and r.cost["full_gpu_waits"] == fakes == 60
 
 
 def test_kineto_trace_without_graph_ids_is_matched_by_launch_name_and_order(data_dir):
@@ -137,14 +142,6 @@ def test_kineto_trace_without_graph_ids_is_matched_by_launch_name_and_order(data
     assert len(r.replays) == 3
     # a 40-kernel chain on one stream: 39 true serializations per replay, no fake ones
     assert r.n_true == 3 * 39 and r.n_fake == 0
-
-
-@pytest.mark.parametrize("case", ["forkjoin_kineto", "transformer_kineto"])
-def test_ambiguous_inferred_matches_are_refused(data_dir, case):
-    t = load_trace(data_dir / case / "trace.json.gz")
-    g = GraphData.load(data_dir / case / "graph.json")
-    with pytest.raises(InvalidInputError, match="ambiguous"):
-        analyze(t, [g])
 
 
 def test_exec_id_mismatch_names_both_ids(data_dir, tmp_path):

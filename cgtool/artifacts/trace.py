@@ -47,6 +47,23 @@ class _Args(msgspec.Struct, gc=False):
     channel_type: Union[int, str] = -1
 
 
+class _ShapeArgs(msgspec.Struct, gc=False):
+    """Launch shape (kernels) and size (memcpy/memset), as the profilers write them. Decoded in a
+    second pass, only for GPU events without a node id (they are matched by shape)."""
+
+    grid: Union[list[int], None] = None
+    block: Union[list[int], None] = None
+    shared_memory: int = msgspec.field(name="shared memory", default=-1)
+    nbytes: int = msgspec.field(name="bytes", default=-1)
+
+
+class _ShapeEvent(msgspec.Struct, gc=False):
+    args: Union[_ShapeArgs, None] = None
+
+
+_shape_event = msgspec.json.Decoder(_ShapeEvent)
+
+
 #: Categories PyTorch's profiler and cgtool write. Decoded as a Literal, a category costs no new
 #: string per event; a chunk with any other category is decoded with plain strings instead.
 _KnownCat = Literal[
@@ -146,6 +163,9 @@ class Trace:
     n_events: int = 0
     node_id_form: NodeIdForm = NodeIdForm.NONE
     channel_types: list[str] = field(default_factory=list)  # names of string channel types
+    shape: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # launch_shape(grid, block), 0 unknown
+    shared_memory: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # bytes, -1 unknown
+    nbytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # memcpy/memset size, -1 unknown
 
     def __len__(self) -> int:
         return len(self.start)
@@ -223,7 +243,8 @@ def _load(data: Any, src: str) -> Trace:
     return _columns(outer, data, src)
 
 
-_COLS = ("kind", "name", "start", "dur", "seq", "stream", "corr", "device", "gid", "nid", "chan", "ctype")
+_COLS = ("kind", "name", "start", "dur", "seq", "stream", "corr", "device", "gid", "nid", "chan", "ctype",
+         "shape", "smem", "nbytes")
 _ARGS, _NAME, _CAT, _TS, _DUR = (attrgetter(k) for k in ("args", "name", "cat", "ts", "dur"))
 _CTYPE = attrgetter("channel_type")
 _ARG_COLS = [(c, attrgetter(f)) for c, f in (("stream", "stream"), ("corr", "correlation"), ("device", "device"),
@@ -329,6 +350,12 @@ def _scan(buf: Any, base: int, raw: list[msgspec.Raw], lo0: int, hi0: int, src: 
         parts["seq"].append(np.array(idx, dtype=np.int64) + lo)
         for col_name, get in _ARG_COLS:
             parts[col_name].append(np.fromiter(map(get, args), np.int64, n))
+        shape, smem, nbytes = np.zeros(n, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+        for j in np.flatnonzero(parts["nid"][-1] < 0).tolist():  # no node id: matched by shape
+            shape[j], smem[j], nbytes[j] = _shape_of(raw[lo + idx[j]])
+        parts["shape"].append(shape)
+        parts["smem"].append(smem)
+        parts["nbytes"].append(nbytes)
         try:
             parts["ctype"].append(np.fromiter(map(_CTYPE, args), np.int64, n))
         except (TypeError, ValueError):  # channel types written as names
@@ -446,6 +473,7 @@ def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
     end = np.round(start + col("dur", np.float64), 3)
     stream, corr, device = col("stream", np.int64), col("corr", np.int64), col("device", np.int64)
     gid, nid, chan, ctype = col("gid", np.int64), col("nid", np.int64), col("chan", np.int64), col("ctype", np.int64)
+    shape, smem, nbytes = col("shape", np.int64), col("smem", np.int64), col("nbytes", np.int64)
     # Node ids: full 64-bit, or low 32 bits completed by "graph id" (-1: no node id).
     full = nid > LOW32
     form = NodeIdForm.NONE
@@ -473,8 +501,31 @@ def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
         source=src, kind=kind, name=name, names=names, start=start, end=end, device=device,
         stream=stream, correlation=corr, graph_id=gid, tools_id=tools, channel=chan,
         channel_type=ctype, seq=seq, launches=launches, cgtool=meta, n_events=n_raw,
-        node_id_form=form, channel_types=ct_names,
+        node_id_form=form, channel_types=ct_names, shape=shape, shared_memory=smem, nbytes=nbytes,
     )
+
+
+def launch_shape(grid: Any, block: Any) -> int:
+    """One integer for a kernel's (grid, block) dimensions, 0 when either is unknown. The same
+    function keys trace events and graph nodes (their export's ``grid``/``block``), so equal
+    launches get equal keys; it is a plain mixed-radix code (deterministic across processes)."""
+    if not grid or not block:
+        return 0
+    key = 1
+    for v in (*grid, *block):
+        key = (key * 1_000_003 + int(v)) % (1 << 62)
+    return key or 1
+
+
+def _shape_of(raw_event: msgspec.Raw) -> tuple[int, int, int]:
+    """(launch_shape, shared memory, bytes) of one event; unknown values where absent or malformed."""
+    try:
+        a = _shape_event.decode(raw_event).args
+    except msgspec.MsgspecError:
+        return 0, -1, -1
+    if a is None:
+        return 0, -1, -1
+    return launch_shape(a.grid, a.block), a.shared_memory, a.nbytes
 
 
 def _ctype(v: int | str, names: list[str]) -> int:

@@ -30,51 +30,75 @@ def deps(
     tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,
     fail_on_fake: Annotated[Optional[int], typer.Option(min=0, help="Exit 1 when more than N fake dependencies are found.")] = None,
     annotate: Annotated[Optional[Path], typer.Option(help="Write a copy of the trace with true edges as flow arrows and fake serializations marked.")] = None,
+    compare: Annotated[Optional[Path], typer.Option("--compare", help="Another trace of the same graph (e.g. another CUDA_DEVICE_MAX_CONNECTIONS): judge the two by measured span per replay.")] = None,
     top: Top = 10,
     force: Force = False,
     max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
 ) -> None:
     """True and fake dependencies: classify every serialization a trace shows against the graph."""
-    from cgtool.artifacts.jsonio import write_json
-    from cgtool.inspect.annotate import annotate_trace
-    from cgtool.inspect.files import deps_of_file, deps_of_ranks, recorded_trace
-    from cgtool.report.summary_md import append_step_summary, deps_summary_md
-    from cgtool.report.tables import deps_ranks_table, deps_report, show
+    from cgtool.inspect.files import recorded_trace
 
     trace = recorded_trace(trace)  # a `cgtool record` folder: its trace
-    output_path(json_out, force, inputs=(trace, *(graph or [])))
-    output_path(annotate, force, inputs=(trace, *(graph or [])))
-    con = console_for(json_out)
+    for p in (json_out, annotate):
+        output_path(p, force, inputs=(trace, compare, *(graph or [])))
     if trace.is_dir():
-        if graph or annotate:
-            raise UsageError("With a folder of per-rank traces, --graph and --annotate are not taken: "
-                             "each cgtool trace embeds its graph; annotate one rank's file at a time.")
-        ranks = deps_of_ranks(trace, tolerance_us=tolerance_us, max_bytes=max_bytes)
-        for r, (p, res) in ranks.items():
-            con.rule(Text(f"rank {r}: {p}"))
-            deps_report(con, res, top=top)
-        results = {r: res for r, (_, res) in ranks.items()}
-        show(con, deps_ranks_table(results))
-        if json_out is not None:
-            write_json(json_out, {"schema_version": 1, "ranks": {str(r): res.to_json() for r, res in results.items()}},
-                       force=force)
-        n_fake = sum(res.n_fake for res in results.values())
-        append_step_summary(deps_summary_md({f"rank {r}": res for r, res in results.items()}))
+        if graph or annotate or compare:
+            raise UsageError("With a folder of per-rank traces, --graph, --annotate and --compare are not taken: "
+                             "each cgtool trace embeds its graph; take one rank's file at a time for the others.")
+        n_fake = _deps_ranks(trace, json_out, tolerance_us, top, force, max_bytes)
     else:
-        run = deps_of_file(trace, graph or [], tolerance_us=tolerance_us, max_bytes=max_bytes,
-                           keep_doc=annotate is not None)
-        sources = {k: v for g in run.graphs for k, v in g.source_labels().items()}
-        deps_report(con, run.result, top=top, sources=sources)
-        if json_out is not None:
-            write_json(json_out, run.result.to_json(), force=force)
-        if annotate is not None and run.doc is not None:
-            write_json(annotate, annotate_trace(run.doc, run.result, run.graphs), force=force, indent=False)
-            wrote(annotate, "(open it in Perfetto)")
-        n_fake = run.result.n_fake
-        append_step_summary(deps_summary_md({str(trace): run.result}))
+        n_fake = _deps_file(trace, graph or [], json_out, annotate, compare, tolerance_us, top, force, max_bytes)
     wrote(json_out)
     if fail_on_fake is not None and n_fake > fail_on_fake:
         raise CheckFailed(f"{n_fake} fake dependencies found, more than --fail-on-fake {fail_on_fake}.")
+
+
+def _deps_ranks(folder: Path, json_out: Optional[Path], tolerance_us: float, top: int, force: bool,
+                max_bytes: int) -> int:
+    from cgtool.artifacts.jsonio import write_json
+    from cgtool.inspect.files import deps_of_ranks
+    from cgtool.report.summary_md import append_step_summary, deps_summary_md
+    from cgtool.report.tables import deps_ranks_table, deps_report, show
+
+    con = console_for(json_out)
+    ranks = deps_of_ranks(folder, tolerance_us=tolerance_us, max_bytes=max_bytes)
+    for r, (p, res) in ranks.items():
+        con.rule(Text(f"rank {r}: {p}"))
+        deps_report(con, res, top=top)
+    results = {r: res for r, (_, res) in ranks.items()}
+    show(con, deps_ranks_table(results))
+    if json_out is not None:
+        write_json(json_out, {"schema_version": 1, "ranks": {str(r): res.to_json() for r, res in results.items()}},
+                   force=force)
+    append_step_summary(deps_summary_md({f"rank {r}": res for r, res in results.items()}))
+    return sum(res.n_fake for res in results.values())
+
+
+def _deps_file(trace: Path, graph: list[Path], json_out: Optional[Path], annotate: Optional[Path],
+               compare: Optional[Path], tolerance_us: float, top: int, force: bool, max_bytes: int) -> int:
+    from cgtool.artifacts.jsonio import write_json
+    from cgtool.inspect.annotate import annotate_trace
+    from cgtool.inspect.deps import compare_traces
+    from cgtool.inspect.files import deps_of_file
+    from cgtool.report.summary_md import append_step_summary, deps_summary_md
+    from cgtool.report.tables import compare_report, deps_report
+
+    con = console_for(json_out)
+    run = deps_of_file(trace, graph, tolerance_us=tolerance_us, max_bytes=max_bytes, keep_doc=annotate is not None)
+    sources = {k: v for g in run.graphs for k, v in g.source_labels().items()}
+    deps_report(con, run.result, top=top, sources=sources)
+    doc = run.result.to_json()
+    if compare is not None:
+        other = deps_of_file(compare, graph, tolerance_us=tolerance_us, max_bytes=max_bytes)
+        doc["compare"] = compare_traces(run.result, other.result, str(trace), str(compare))
+        compare_report(con, doc["compare"])
+    if json_out is not None:
+        write_json(json_out, doc, force=force)
+    if annotate is not None and run.doc is not None:
+        write_json(annotate, annotate_trace(run.doc, run.result, run.graphs), force=force, indent=False)
+        wrote(annotate, "(open it in Perfetto)")
+    append_step_summary(deps_summary_md({str(trace): run.result}))
+    return run.result.n_fake
 
 
 def topo(

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
 from cgtool.artifacts.ranks import rank_files
@@ -18,7 +16,8 @@ from cgtool.artifacts.recording import graph_paths, is_single_recording, load_re
 from cgtool.artifacts.trace import Trace, load_trace, load_trace_and_doc
 from cgtool.errors import UsageError
 from cgtool.inspect import topo
-from cgtool.inspect.deps import DEFAULT_TOLERANCE_US, DepsResult, analyze, graphs_from_trace, match_graph_events
+from cgtool.inspect.deps import DEFAULT_TOLERANCE_US, DepsResult, analyze, graphs_from_trace, measured_path
+from cgtool.inspect.deps import node_lanes as deps_node_lanes
 
 
 @dataclass
@@ -63,7 +62,7 @@ def topo_of_recording(folder: Path, trace: Path | None = None, *,
     out = {}
     for p in graph_paths(rec):
         g = GraphData.load(p, max_bytes=max_bytes)
-        out[p.name] = (g, topo.analyze(g, node_durations(g, tr) if tr is not None else None))
+        out[p.name] = (g, topo.analyze(g, measured=measured_path(tr, g) if tr is not None else None))
     return out
 
 
@@ -83,29 +82,14 @@ def topo_of_ranks(folder: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[i
     return out
 
 
-def node_durations(g: GraphData, trace: Trace) -> dict[int, float]:
-    """Mean measured duration (µs) per node index over the trace's replays of ``g``."""
-    ev, nodes = match_graph_events(trace, g)
-    n = len(g.nodes)
-    tot = np.bincount(nodes, weights=trace.end[ev] - trace.start[ev], minlength=n)
-    cnt = np.bincount(nodes, minlength=n)
-    return {i: float(tot[i] / cnt[i]) for i in range(n) if cnt[i]}
-
-
 def node_lanes(g: GraphData, trace: Trace) -> dict[int, str]:
     """The lane (``channel N``, or ``stream N`` without channel data) each node ran on first."""
-    ev, nodes = match_graph_events(trace, g)
-    lanes: dict[int, str] = {}
-    for i, nd in zip(ev.tolist(), nodes.tolist()):
-        if nd not in lanes:
-            c = int(trace.channel[i])
-            lanes[nd] = f"channel {c}" if c >= 0 else f"stream {int(trace.stream[i])}"
-    return lanes
+    return deps_node_lanes(trace, g)
 
 
 def topo_of_file(graph_path: Path, trace_path: Path | None = None, *,
                  max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[GraphData, topo.Topology]:
     """A graph export's topology; with a trace of the same instantiation, weighted by measured durations."""
     g = GraphData.load(graph_path, max_bytes=max_bytes)
-    durations = node_durations(g, load_trace(trace_path, max_bytes=max_bytes)) if trace_path else None
-    return g, topo.analyze(g, durations)
+    measured = measured_path(load_trace(trace_path, max_bytes=max_bytes), g) if trace_path else None
+    return g, topo.analyze(g, measured=measured)

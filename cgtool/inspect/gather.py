@@ -24,7 +24,8 @@ from cgtool.artifacts.trace import Trace, load_trace
 from cgtool.errors import InvalidInputError, UsageError
 from cgtool.inspect import topo
 from cgtool.inspect.benchstats import Judgement, compare_results
-from cgtool.inspect.deps import DEFAULT_TOLERANCE_US, DepsResult, analyze, graphs_from_trace, match_graph_events
+from cgtool.inspect.deps import (DEFAULT_TOLERANCE_US, DepsResult, analyze, graph_events, graphs_from_trace,
+                                 measured_path)
 
 _RANK = re.compile(r"rank[_-]?(\d+)")
 
@@ -102,12 +103,7 @@ def _rank(path: Path, doc_cgtool: Any) -> int | None:
 def _match(trace: Trace, g: GraphData) -> tuple[np.ndarray, np.ndarray]:
     """(event indices, node indices) of ``g``'s work in ``trace``: by node ids when the trace has
     them, else inferred by launch, name and order as `deps` does."""
-    if trace.has_graph_ids:
-        return match_graph_events(trace, g)
-    from cgtool.inspect.deps import _G, _inferred_match  # the deps analysis's own matcher
-
-    m, _ = _inferred_match(trace, {g.exec_graph_id: _G(g)})
-    return m.ev, m.node
+    return graph_events(trace, g)
 
 
 def graph_view(label: str, g: GraphData, rank: int | None = None, trace: Trace | None = None,
@@ -135,7 +131,9 @@ def graph_view(label: str, g: GraphData, rank: int | None = None, trace: Trace |
         lanes = [f"channel {int(trace.channel[i])}" if trace.channel[i] >= 0 else f"stream {int(trace.stream[i])}"
                  for i in e.tolist()]
         replay = Replay(corr, nd, lanes, trace.start[e] - t0, trace.end[e] - t0)
-    return GraphView(label, g, topo.analyze(g, durations), rank, trace.source, durations, res, replay)
+    # The measured critical path: the one deps and topo --trace report (durations only colour nodes).
+    return GraphView(label, g, topo.analyze(g, measured=measured_path(trace, g)), rank, trace.source, durations,
+                     res, replay)
 
 
 def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us: float = DEFAULT_TOLERANCE_US,

@@ -9,8 +9,10 @@ Definitions (the JSON keys of `cgtool topo --json`):
   antichain, by Dilworth's theorem via bipartite matching); computed exactly up to
   ``EXACT_WIDTH_LIMIT`` nodes, else None (``max_level_width`` is then a lower bound).
 * ``redundant_edges``: edges implied by other paths (removed by a transitive reduction).
-* ``critical_path``: tools ids along the longest path by node count, or by measured duration
-  when a trace is given (``critical_path_us``: the lower bound on replay time).
+* ``critical_path``: tools ids along the longest path by node count, or, when a trace is given,
+  the measured critical path (``cgtool.inspect.cost``: the longest path of the median replay with
+  that replay's durations; ``critical_path_us`` is its length, the lower bound on replay time —
+  the same figure ``deps`` reports).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any, Mapping
 import networkx as nx
 
 from cgtool.artifacts.graph import GraphData
+from cgtool.inspect.cost import CriticalPath
 from cgtool.inspect.reach import Reachability, topological_order
 
 EXACT_WIDTH_LIMIT = 3000
@@ -71,8 +74,10 @@ class Topology:
         }
 
 
-def analyze(g: GraphData, durations_us: Mapping[int, float] | None = None) -> Topology:
-    """Topology of ``g``; ``durations_us`` (node index -> measured µs) weights the critical path."""
+def analyze(g: GraphData, durations_us: Mapping[int, float] | None = None,
+            measured: CriticalPath | None = None) -> Topology:
+    """Topology of ``g``; ``measured`` (from a trace, see cgtool.inspect.deps.measured_critical_path)
+    gives the critical path; else ``durations_us`` (node index -> µs) weights it, else node count."""
     n = len(g.nodes)
     order = topological_order(g)
     reach = Reachability(g, order)
@@ -97,6 +102,9 @@ def analyze(g: GraphData, durations_us: Mapping[int, float] | None = None) -> To
         path.append(end)
         end = prev[end]
     path.reverse()
+    crit_us = round(longest[path[-1]], 3) if (durations_us and path) else None
+    if measured is not None:
+        path, crit_us = list(measured.path), round(measured.median_us, 3)
     redundant = []
     for nd in g.nodes:
         ds = nd.dependents
@@ -128,7 +136,7 @@ def analyze(g: GraphData, durations_us: Mapping[int, float] | None = None) -> To
         redundant_edges=redundant,
         components=comps,
         critical_path=path,
-        critical_path_us=round(longest[path[-1]], 3) if (durations_us and path) else None,
+        critical_path_us=crit_us,
         distinct_kernels=len({nd.kernel_name for nd in g.nodes if nd.kernel_name}),
         tools_ids=[nd.tools_id for nd in g.nodes],
     )

@@ -59,7 +59,7 @@ def graph_data(v: GraphView, *, min_fold: int = MIN_FOLD, max_fold: int = MAX_FO
     if v.deps is not None:
         for f in v.deps.findings:
             if f.kind is DepKind.FAKE and f.graph_id == g.exec_graph_id and f.before in tid and f.after in tid:
-                fake.append([tid[f.before], tid[f.after], f.count, _r(f.cost_us / f.count if f.count else 0.0)])
+                fake.append([tid[f.before], tid[f.after], f.count, _r(f.wait_us / f.count if f.count else 0.0)])
         for w in v.deps.inferred_waits:
             if w.graph_id == g.exec_graph_id and w.after in tid and w.behind in tid:
                 waits.append([tid[w.after], tid[w.behind], w.count, _r(w.wait_us / w.count if w.count else 0.0)])
@@ -118,7 +118,7 @@ def summary_html(v: GraphView) -> str:
         drows = [
             ("true dependencies", f"{s.true} ({plural(s.distinct_true, 'distinct pair')})"),
             ("fake dependencies", f"{s.fake} ({plural(s.distinct_fake, 'distinct pair')}), "
-             f"{_us(s.fake_cost_us)} of ready work waiting, summed over replays"),
+             f"{_us(s.fake_wait_us)} of ready work waiting, summed over replays"),
             ("replays", f"{s.replays} of exec graph {', '.join(map(str, s.graphs))}"),
             ("lanes", "hardware channels" if r.lane is Lane.CHANNEL else "streams (no channel data in the trace)"),
             ("match", "exact (graph node ids)" if r.match is MatchKind.EXACT else "inferred (by launch, name and order)"),
@@ -134,7 +134,7 @@ def summary_html(v: GraphView) -> str:
                 lane = f.channel if r.lane is Lane.CHANNEL else f.stream
                 out.append(f'<tr><td>#{f.before & LOW32} {_esc(short_name(f.before_name, 36))}<td>#{f.after & LOW32} '
                            f'{_esc(short_name(f.after_name, 36))}<td>{lane}<td class=num>{f.count}'
-                           f'<td class=num>{_esc(_us(f.gap_us))}<td class=num>{_esc(_us(f.cost_us))}</tr>')
+                           f'<td class=num>{_esc(_us(f.gap_us))}<td class=num>{_esc(_us(f.wait_us))}</tr>')
             out.append("</table>")
         for note in r.notes + r.suggestions:
             out.append(f"<p class=note>{_esc(note)}</p>")

@@ -29,14 +29,14 @@ def deps_summary_md(results: dict[str, DepsResult], top: int = 5) -> str:
     lines = ["### cgtool deps", "", "| trace | true | fake | fake cost µs | replays | lanes |", "|---|---:|---:|---:|---:|---|"]
     for name, r in results.items():
         s = r.summary()
-        lines.append(f"| {_cell(name)} | {s.true} | {s.fake} | {s.fake_cost_us:.1f} | {s.replays} | {r.lane.value} |")
+        lines.append(f"| {_cell(name)} | {s.true} | {s.fake} | {s.fake_wait_us:.1f} | {s.replays} | {r.lane.value} |")
     for name, r in results.items():
         fakes = r.fakes()[:top]
         if fakes:
             lines += ["", f"Top fake dependencies in {_cell(name)}:", "", "| before | after | count | cost µs |", "|---|---|---:|---:|"]
             for f in fakes:
                 lines.append(f"| #{f.before & 0xFFFFFFFF} {_cell(short_name(f.before_name, 40))} | #{f.after & 0xFFFFFFFF} "
-                             f"{_cell(short_name(f.after_name, 40))} | {f.count} | {f.cost_us:.1f} |")
+                             f"{_cell(short_name(f.after_name, 40))} | {f.count} | {f.wait_us:.1f} |")
     return "\n".join(lines) + "\n" + report_link()
 
 

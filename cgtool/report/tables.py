@@ -154,34 +154,53 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
     head.add_column("value")
     head.add_row("true dependencies", f"{s.true} ({plural(s.distinct_true, 'distinct pair')})")
     head.add_row("fake dependencies", f"{s.fake} ({plural(s.distinct_fake, 'distinct pair')}), "
-                 f"{_fmt_us(s.fake_cost_us)} of ready work waiting, summed over replays")
+                 f"{_fmt_us(s.fake_wait_us)} waited while ready, summed over replays (a wait, not a loss)")
+    if s.undecided:
+        head.add_row("undecided", f"{plural(s.undecided, 'serialization')} (the consistent node assignments disagree)")
     head.add_row("replays", f"{s.replays} of exec graph {', '.join(map(str, s.graphs))}")
     head.add_row("lanes", "hardware channels" if r.lane is Lane.CHANNEL else "streams (no channel data in the trace)")
-    head.add_row("match", "exact (graph node ids)" if r.match is MatchKind.EXACT else "INFERRED (by launch, name and order)")
-    head.add_row("replay span / critical path", f"{_fmt_us(s.mean_span_us)} / {_fmt_us(s.mean_critical_path_us)} (mean)")
+    if r.match is MatchKind.EXACT:
+        head.add_row("match", "exact (graph node ids)")
+    else:
+        cert = ", ".join(f"{v} {k}" for k, v in sorted(s.certainty.items()))
+        head.add_row("match", f"INFERRED (launch, name, shape, stream, time): {cert or 'no serializations'}")
+    head.add_row("replay span / critical path", f"{_fmt_us(s.mean_span_us)} mean / {_fmt_us(s.critical_path_us)} (median replay)")
+    c = r.cost
+    if c.get("saving_share") is not None:
+        filled = ", the GPU was full" if c.get("gpu_filled") else ""
+        head.add_row("estimated saving", f"{_fmt_us(c['saving_us'])} per replay without the fake serializations "
+                     f"({100 * c['saving_share']:.1f}% of the span{filled})")
     show(con, head)
     fakes = r.fakes()[:top]
     if fakes:
         tab = Table(title=f"top fake dependencies (of {s.distinct_fake})", title_justify="left")
-        for c in ("before", "after", r.lane.value, "count", "gap", "cost"):
-            tab.add_column(c, justify="right" if c in ("count", "gap", "cost") else "left")
+        cols = ["before", "after", r.lane.value, "count", "gap", "wait", "saving"]
+        if r.match is not MatchKind.EXACT:
+            cols.append("certainty")
+        for col in cols:
+            tab.add_column(col, justify="right" if col in ("count", "gap", "wait", "saving") else "left")
         for f in fakes:
             lane = str(f.channel) if r.lane is Lane.CHANNEL else str(f.stream)
-            tab.add_row(Text(_at(f.before, f.before_name, src)), Text(_at(f.after, f.after_name, src)), lane, str(f.count),
-                        _fmt_us(f.gap_us), _fmt_us(f.cost_us))
+            row: list[str | Text] = [Text(_at(f.before, f.before_name, src)), Text(_at(f.after, f.after_name, src)), lane,
+                                     str(f.count), _fmt_us(f.gap_us), _fmt_us(f.wait_us),
+                                     "-" if f.saving_us is None else _fmt_us(f.saving_us)]
+            if r.match is not MatchKind.EXACT:
+                row.append(f.certainty)
+            tab.add_row(*row)
         show(con, tab)
     if r.inferred_waits:
         tab = Table(title="waits behind unrelated work (inferred from timing)", title_justify="left")
-        for c in ("waited", "behind", "count", "total wait"):
-            tab.add_column(c)
+        for col in ("waited", "behind", "count", "total wait", "saving", "certainty"):
+            tab.add_column(col)
         for w in r.inferred_waits[:top]:
             tab.add_row(Text(_at(w.after, w.after_name, src)), Text(_at(w.behind, w.behind_name, src)), str(w.count),
-                        _fmt_us(w.wait_us))
+                        _fmt_us(w.wait_us), "-" if w.saving_us is None else _fmt_us(w.saving_us), w.certainty)
         show(con, tab)
     lanes: dict[Any, list[int]] = {}
     for f in r.findings:
         key = f.channel if r.lane is Lane.CHANNEL else f.stream
-        lanes.setdefault(key, [0, 0])[0 if f.kind is DepKind.TRUE else 1] += f.count
+        if f.kind is not DepKind.UNDECIDED:
+            lanes.setdefault(key, [0, 0])[0 if f.kind is DepKind.TRUE else 1] += f.count
     if lanes:
         tab = Table(title=f"per {r.lane.value}", title_justify="left")
         tab.add_column(r.lane.value)
@@ -304,10 +323,28 @@ def facts_table(title: str, facts: Mapping[str, str]) -> Table:
 def deps_ranks_table(results: Mapping[int, DepsResult]) -> Table:
     """One row per rank of a per-rank deps analysis."""
     tab = Table(title=f"per rank ({plural(len(results), 'rank')})", title_justify="left")
-    for c in ("rank", "true", "fake", "fake cost µs", "replays", "mean span µs", "mean critical path µs"):
+    for c in ("rank", "true", "fake", "fake wait µs", "replays", "mean span µs", "critical path µs"):
         tab.add_column(c)
     for r, res in results.items():
         sm = res.summary()
-        tab.add_row(str(r), str(sm.true), str(sm.fake), f"{sm.fake_cost_us:.1f}", str(sm.replays),
-                    str(sm.mean_span_us), str(sm.mean_critical_path_us))
+        tab.add_row(str(r), str(sm.true), str(sm.fake), f"{sm.fake_wait_us:.1f}", str(sm.replays),
+                    str(sm.mean_span_us), str(sm.critical_path_us))
     return tab
+
+
+def compare_report(con: Console, c: dict[str, Any]) -> None:
+    """Two traces of one graph, judged by measured span per replay."""
+    tab = Table(title="compare: measured span per replay", title_justify="left")
+    for col in ("trace", "replays", "median span", "IQR", "fake", "estimated saving"):
+        tab.add_column(col, justify="left" if col == "trace" else "right")
+    for k in ("a", "b"):
+        x = c[k]
+        tab.add_row(Text(str(x.get("trace", k))), str(x["replays"]), _fmt_us(x["median_us"]),
+                    _fmt_us(x["iqr_us"]), str(x.get("fake", "-")), _fmt_us(x.get("estimated_saving_us")))
+    show(con, tab)
+    d = c.get("difference_us")
+    if d is not None:
+        verdict = {"same": "the same within the run-to-run spread", "b faster": "the second is faster",
+                   "b slower": "the second is slower"}[c["verdict"]]
+        con.print(f"second - first: {d:+.1f} µs ({100 * (c.get('difference_share') or 0.0):+.1f}%): {verdict}",
+                  markup=False, highlight=False)
