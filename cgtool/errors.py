@@ -76,3 +76,8 @@ class CheckFailed(CgtoolError):
     """A CI check (regression, fake dependencies, diff) failed; the report was already printed."""
 
     exit_code = ExitCode.CHECK_FAILED
+
+
+class InputWarning(UserWarning):
+    """An input was read, but part of it was dropped or looks wrong; the message says what. The
+    CLI prints it as ``cgtool: warning: ...`` on stderr and goes on."""

@@ -236,7 +236,7 @@ class BenchResults:
         return cls(ws, env if isinstance(env, dict) else {}, v)
 
     @classmethod
-    def load(cls, path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> "BenchResults":
+    def load(cls, path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> "BenchResults":
         return cls.from_json(load_json(path, max_bytes=max_bytes), str(path))
 
     def save(self, path: str | Path, *, force: bool = False) -> Path:

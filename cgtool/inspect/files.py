@@ -30,7 +30,7 @@ class DepsRun:
 
 
 def deps_of_file(trace_path: Path, graph_paths: Sequence[Path] = (), *, tolerance_us: float = DEFAULT_TOLERANCE_US,
-                 max_bytes: int = DEFAULT_MAX_BYTES, keep_doc: bool = False) -> DepsRun:
+                 max_bytes: int | None = DEFAULT_MAX_BYTES, keep_doc: bool = False) -> DepsRun:
     """Classify the serializations of one trace file against the given exports (or its embedded ones)."""
     doc = None
     if keep_doc:
@@ -42,13 +42,13 @@ def deps_of_file(trace_path: Path, graph_paths: Sequence[Path] = (), *, toleranc
 
 
 def deps_of_ranks(folder: Path, *, tolerance_us: float = DEFAULT_TOLERANCE_US,
-                  max_bytes: int = DEFAULT_MAX_BYTES) -> dict[int, tuple[Path, DepsResult]]:
+                  max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[int, tuple[Path, DepsResult]]:
     """Per rank (read from each file), its trace file and deps result."""
     return {r: (p, deps_of_file(p, tolerance_us=tolerance_us, max_bytes=max_bytes).result)
             for r, p in sorted(rank_files(folder, "trace").items())}
 
 
-def topo_of_ranks(folder: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[int, tuple[GraphData, topo.Topology]]:
+def topo_of_ranks(folder: Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[int, tuple[GraphData, topo.Topology]]:
     """Per rank, its graph export and topology."""
     out = {}
     for r, p in sorted(rank_files(folder, "graph").items()):
@@ -78,7 +78,7 @@ def node_lanes(g: GraphData, trace: Trace) -> dict[int, str]:
 
 
 def topo_of_file(graph_path: Path, trace_path: Path | None = None, *,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[GraphData, topo.Topology]:
+                 max_bytes: int | None = DEFAULT_MAX_BYTES) -> tuple[GraphData, topo.Topology]:
     """A graph export's topology; with a trace of the same instantiation, weighted by measured durations."""
     g = GraphData.load(graph_path, max_bytes=max_bytes)
     durations = node_durations(g, load_trace(trace_path, max_bytes=max_bytes)) if trace_path else None

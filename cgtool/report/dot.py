@@ -135,7 +135,7 @@ def render_dot(
 
 
 def dot_of_file(graph: Path, trace: Path | None = None, *, collapse: int = 4,
-                max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+                max_bytes: int | None = DEFAULT_MAX_BYTES) -> str:
     """The readable DOT of a graph export; with a trace, nodes grouped by the lane they ran on."""
     from cgtool.artifacts.trace import load_trace
     from cgtool.inspect.files import node_lanes
