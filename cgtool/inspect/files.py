@@ -45,13 +45,13 @@ def deps_of_ranks(folder: Path, *, tolerance_us: float = DEFAULT_TOLERANCE_US,
                   max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[int, tuple[Path, DepsResult]]:
     """Per rank (read from each file), its trace file and deps result."""
     return {r: (p, deps_of_file(p, tolerance_us=tolerance_us, max_bytes=max_bytes).result)
-            for r, p in sorted(rank_files(folder, "trace").items())}
+            for r, p in sorted(rank_files(folder, "trace", max_bytes=max_bytes).items())}
 
 
 def topo_of_ranks(folder: Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[int, tuple[GraphData, topo.Topology]]:
     """Per rank, its graph export and topology."""
     out = {}
-    for r, p in sorted(rank_files(folder, "graph").items()):
+    for r, p in sorted(rank_files(folder, "graph", max_bytes=max_bytes).items()):
         g = GraphData.load(p, max_bytes=max_bytes)
         out[r] = (g, topo.analyze(g))
     return out
