@@ -98,12 +98,21 @@ def analyze(g: GraphData, durations_us: Mapping[int, float] | None = None) -> To
         end = prev[end]
     path.reverse()
     redundant = []
-    for nd in g.nodes:
+    nodes = g.nodes
+    for nd in nodes:
         ds = nd.dependents
         if len(ds) > 1:
+            u = nd.index
             for v in ds:
-                if any(x != v and reach.reachable(x, v) for x in ds):
-                    redundant.append((nd.index, v))
+                # (u, v) is implied when another path u -> ... -> v exists: some other dependent of u
+                # reaches v, or u reaches some other dependency of v. Ask from the smaller side.
+                dv = nodes[v].dependencies
+                if len(dv) < len(ds):
+                    implied = any(w != u and reach.reachable(u, w) for w in dv)
+                else:
+                    implied = any(x != v and reach.reachable(x, v) for x in ds)
+                if implied:
+                    redundant.append((u, v))
     edges_by_type: Counter[str] = Counter()
     for nd in g.nodes:
         for d in nd.dependents:
