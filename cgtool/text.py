@@ -22,3 +22,13 @@ def shown(s: str) -> str:
     """``s`` made safe to print on a terminal: control characters (ESC, BEL, NUL, C1, bidi
     overrides) become visible escapes such as ``\\x1b``; tabs and newlines stay."""
     return s.translate(_ESCAPES) if not s.isprintable() else s
+
+
+_MD_SPECIAL = "\\`*_{}[]()<>#+-!|~"
+
+
+def markdown_cell(s: str) -> str:
+    """``s`` as literal text in a Markdown (GitHub) table cell: control characters escaped as by
+    ``shown``, Markdown and HTML punctuation backslash-escaped, line breaks as spaces, ``&`` as an entity."""
+    s = shown(s).replace("\n", " ").replace("\t", " ").replace("&", "&amp;")
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)

@@ -255,7 +255,7 @@ def describe_json_error(path: object, data: bytes, err: Exception) -> str:
     """One paragraph for a JSON syntax error: where it is and whether the file looks truncated."""
     text = str(err)
     blank = len(data) == 0 or not bytes(data[:4096]).strip() and not bytes(data).strip()
-    truncated = "truncated" in text or "end of" in text.lower() or blank
+    truncated = "truncated" in text or blank
     if blank:
         return f"{path} is empty: expected a JSON document. Record or export it again."
     hint = (

@@ -19,6 +19,7 @@ from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
 from cgtool.errors import UsageError
 from cgtool.artifacts.names import demangle, short_name
 from cgtool.inspect.topo import Topology
+from cgtool.text import shown
 
 STYLE: dict[NodeType, tuple[str, str]] = {
     NodeType.KERNEL: ("box", "#cfe2ff"),
@@ -35,8 +36,16 @@ STYLE: dict[NodeType, tuple[str, str]] = {
 }
 
 
-def esc(s: str) -> str:
-    """A DOT double-quoted string body: backslashes, quotes and newlines escaped."""
+#: Longest text (characters) put in a DOT label or tooltip; longer names are cut with "…".
+MAX_TEXT = 2000
+
+
+def esc(s: str, limit: int = MAX_TEXT) -> str:
+    """A DOT double-quoted string body that Graphviz reads back as ``s``: control characters (NUL,
+    ESC, ...) shown as ``\\xNN``, backslashes, quotes and newlines escaped, cut at ``limit`` characters."""
+    s = shown(s)
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
     return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
@@ -93,15 +102,15 @@ def render_dot(
         shape, fill = STYLE[n.node_type]
         if i in run_of:
             run = run_of[i]
-            names = [short_name(g.nodes[j].kernel_name or g.nodes[j].node_type.value, 40) for j in run]
+            names = [short_name((g.nodes[j].kernel_name or g.nodes[j].node_type.value)[:MAX_TEXT * 4], 40) for j in run]
             label = f"{len(run)} nodes\\n{esc(names[0])}\\n…\\n{esc(names[-1])}"
             tip = esc(" → ".join(dict.fromkeys(names)))
             on = any(j in crit for j in run)
             return (f'  n{i} [shape=box, style="filled,rounded", fillcolor="{fill}", label="{label}", '
                     f'tooltip="{tip}"{", color=red, penwidth=2" if on else ""}];\n')
         if n.kernel_name:
-            label = esc(short_name(n.kernel_name, 48))
-            tip = esc(demangle(n.kernel_name))
+            label = esc(short_name(n.kernel_name[:MAX_TEXT * 4], 48))
+            tip = esc(demangle(n.kernel_name) if len(n.kernel_name) <= MAX_TEXT * 4 else n.kernel_name)
         else:
             label = esc(f"{n.node_type.value} #{n.node_id}")
             tip = label

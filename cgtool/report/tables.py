@@ -18,7 +18,7 @@ from cgtool.inspect.diff import Change, GraphDiff
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.names import short_name, template_name
 from cgtool.inspect.topo import Topology
-from cgtool.text import plural
+from cgtool.text import markdown_cell, plural
 
 if TYPE_CHECKING:
     from cgtool.capture.tracing import TraceSummary
@@ -236,11 +236,11 @@ def bench_summary_md(res: BenchResults, judgements: list[Judgement] | None) -> s
     jd = {j.name: j for j in judgements or []}
     for w in res.workloads:
         if w.failed:
-            lines.append(f"| {w.key} | - | - | - | failed |")
+            lines.append(f"| {markdown_cell(w.key)} | - | - | - | failed |")
             continue
         s, e = w.stats(), w.eager_median()
-        v = jd[w.key].verdict.value + f" ({jd[w.key].reason})" if w.key in jd else "-"
-        lines.append(f"| {w.key} | {s.median:.2f} | {s.iqr:.2f} | {'-' if e is None else f'{e:.2f}'} | {v} |")
+        v = markdown_cell(jd[w.key].verdict.value + f" ({jd[w.key].reason})") if w.key in jd else "-"
+        lines.append(f"| {markdown_cell(w.key)} | {s.median:.2f} | {s.iqr:.2f} | {'-' if e is None else f'{e:.2f}'} | {v} |")
     return "\n".join(lines) + "\n"
 
 
