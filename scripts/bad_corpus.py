@@ -31,7 +31,8 @@ DATA = ROOT / "tests" / "data"
 
 GRAPH = DATA / "forkjoin" / "graph.json"
 TRACE = DATA / "forkjoin_trace" / "trace.json.gz"
-KINETO = DATA / "forkjoin_kineto" / "trace.json.gz"
+KINETO = DATA / "chain_kineto" / "trace.json.gz"
+KINETO_GRAPH = DATA / "chain_kineto" / "graph.json"
 BENCH = DATA / "bench" / "h200_samples.json"
 RANKS_TRACE = DATA / "tp_mlp_2gpu" / "traces"
 RANKS_GRAPH = DATA / "tp_mlp_2gpu" / "bundle"
@@ -82,7 +83,7 @@ class Corpus:
               base: Path = TRACE) -> None:
         t = _trace(base)
         edit(t)
-        self.json(name, cls, "trace", expect, why, t, gz=True)
+        self.json(name, cls, "trace" if base == TRACE else "kineto", expect, why, t, gz=True)
 
     def bench(self, name: str, cls: str, expect: str, why: str, edit: Callable[[dict[str, Any]], Any]) -> None:
         b = _bench()
@@ -103,6 +104,21 @@ def _set(path: list[Any], value: Any) -> Callable[[dict[str, Any]], None]:
 
 def _first_ws(b: dict[str, Any]) -> dict[str, Any]:
     return next(iter(b["workloads"].values()))  # type: ignore[no-any-return]
+
+
+def _rename(t: dict[str, Any], new: str) -> None:
+    """Rename one kernel everywhere in a cgtool trace: its events and its nodes in the embedded graph."""
+    old = next(e["name"] for e in _gpu(t) if "CatArray" in e["name"])
+    for e in _gpu(t):
+        if e["name"] == old:
+            e["name"] = new
+    for g in t["cgtool"]["graphs"]:
+        for nd in g["nodes"]:
+            if "CatArray" in str(nd.get("kernel_name")):  # mangled in the export, demangled in events
+                nd["kernel_name"] = new
+        for x in g.get("cgtool", {}).get("nodes") or []:
+            if isinstance(x, dict) and "demangled" in x and "CatArray" in str(x["demangled"]):
+                x["demangled"] = new
 
 
 def small(c: Corpus) -> None:
@@ -176,8 +192,8 @@ def small(c: Corpus) -> None:
         cls = "markup" if tag.startswith("markup") else "nul" if tag == "nul" else "escapes"
         c.graph(f"graph_name_{tag}.json", cls, "accept", f"a kernel named {name!r}",
                 lambda g, n=name: [nd.update(kernel_name=n) for nd in g["nodes"][:3]])
-        c.trace(f"trace_name_{tag}.json.gz", cls, "accept", f"kernel events named {name!r}",
-                lambda t, n=name: [e.update(name=n) for e in _gpu(t)[:20]])
+        c.trace(f"trace_name_{tag}.json.gz", cls, "accept", f"kernel events named {name!r} (and their graph nodes)",
+                lambda t, n=name: _rename(t, n))
         c.bench(f"bench_name_{tag}.json", cls, "accept", f"a workload named {name!r}",
                 lambda b, n=name: _first_ws(b).update(workload=n))
     c.graph("graph_name_100k.json", "long_names", "accept", "a 100,000-character kernel name",
