@@ -11,6 +11,7 @@ import gzip
 import io
 import mmap
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -67,9 +68,14 @@ def _too_big(p: Path, cap: int, given: bool, what: str) -> InvalidInputError:
     )
 
 
+_RAW_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
 def _looks_like_json(head: bytes) -> bool:
+    """Whether the first bytes could start a JSON text: a value's first character, and no raw
+    control character (JSON text holds none outside whitespace) in the first 64 KiB."""
     s = head.lstrip(b" \t\r\n")
-    return not s or s[:1] in b'{["-0123456789tfn'
+    return not s or (s[:1] in b'{["-0123456789tfn' and _RAW_CONTROL.search(head, 0, 1 << 16) is None)
 
 
 def _not_json(p: Path, head: bytes, what: str) -> InvalidInputError:
@@ -218,12 +224,19 @@ def decode(data: Any, source: object, decoder: Any = None) -> Any:
         return dec.decode(data)
     except RecursionError:
         raise too_deep(source) from None
+    except UnicodeDecodeError as e:
+        raise not_utf8(source, e) from None
     except msgspec.ValidationError as e:
         raise InvalidInputError(f"{source}: {field_error(e)}") from None
     except msgspec.DecodeError as e:
         raise InvalidInputError(describe_json_error(source, data, e)) from None
     finally:
         sys.setrecursionlimit(old)
+
+
+def not_utf8(source: object, e: UnicodeDecodeError) -> InvalidInputError:
+    return InvalidInputError(f"{source} is not valid UTF-8 (a byte {e.object[e.start:e.start + 1]!r} that starts "
+                             "no character); JSON text is UTF-8, so the file was damaged. Copy or record it again.")
 
 
 def too_deep(source: object) -> InvalidInputError:

@@ -31,7 +31,7 @@ import numpy as np
 
 from cgtool.artifacts.graph import LOW32, MAX_EXEC_GRAPH_ID
 from cgtool.errors import InputWarning, InvalidInputError
-from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, decode, describe_json_error, field_error, read_bytes, too_deep
+from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, decode, describe_json_error, field_error, not_utf8, read_bytes, too_deep
 
 #: Event categories of GPU work, and the kind cgtool gives each.
 GPU_CATS = {"kernel": 0, "gpu_memcpy": 1, "gpu_memset": 2, "Kernel": 0, "Memcpy": 1, "Memset": 2}
@@ -226,6 +226,8 @@ def _load(data: Any, src: str) -> Trace:
         outer = _outer.decode(data)
     except RecursionError:
         raise too_deep(src) from None
+    except UnicodeDecodeError as e:
+        raise not_utf8(src, e) from None
     except msgspec.ValidationError as e:
         raise _bad(src, f"is not a chrome trace cgtool can read ({field_error(e)}). Expected an object with a "
                    "'traceEvents' list, as torch.profiler and `cgtool trace` write.") from None
@@ -235,6 +237,8 @@ def _load(data: Any, src: str) -> Trace:
         return _columns(outer, data, src)
     except RecursionError:
         raise too_deep(src) from None
+    except UnicodeDecodeError as e:
+        raise not_utf8(src, e) from None
 
 
 _COLS = ("kind", "name", "start", "dur", "seq", "stream", "corr", "device", "gid", "nid", "chan", "ctype")
