@@ -430,6 +430,10 @@ def _scan_all(buf: Any, base: int, raw: list[msgspec.Raw], src: str) -> _Part:
                 blobs = [v.tobytes() for v in part.cols.values()]
             except InvalidInputError as e:
                 report, blobs = {"error": e.message}, []
+            except RecursionError:
+                report, blobs = {"error": too_deep(src).message}, []
+            except UnicodeDecodeError as e:
+                report, blobs = {"error": not_utf8(src, e).message}, []
             except BaseException as e:  # reported by the parent as an internal error
                 report, blobs = {"error": f"internal error in the trace reader: {type(e).__name__}: {e}"}, []
             hb = msgspec.json.encode(report)
