@@ -316,6 +316,11 @@ def big(c: Corpus) -> None:
                           "kernel_name": f"k{i % 50}", "dependencies": deps, "dependents": dents})
         c.json(f"wide_{tag}.json", "wide", "graph", "accept", f"{n:,} independent nodes joined at one end",
                {"exec_graph_id": 1, "nodes": nodes})
+    n = 3000  # a chain: 4.5 million comparable pairs for the exact width
+    c.json("long_chain.json", "wide", "graph", "accept", f"a chain of {n:,} nodes",
+           {"exec_graph_id": 1, "nodes": [{"index": i, "node_type": "kernel", "tools_id": (1 << 32) | i, "graph_id": 1,
+                                           "node_id": i, "kernel_name": "k", "dependencies": [i - 1] if i else [],
+                                           "dependents": [i + 1] if i < n - 1 else []} for i in range(n)]})
     c.graph("graph_name_5mb.json", "long_names", "accept", "a 5 MB templated kernel name",
             lambda g: g["nodes"][0].update(kernel_name="_Z1fI" + "N1aIiEE" * 700_000 + "Evv"))
 

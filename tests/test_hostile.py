@@ -197,6 +197,14 @@ def test_gzip_bombs_stop_at_the_default_cap(big, tmp_path):
         assert secs < 30 and rss < 2 << 30, (name, secs, rss >> 20)
 
 
+def test_a_long_chain_skips_the_exact_width(big, tmp_path):
+    """3,000 nodes in a chain: 4.5 million comparable pairs; the exact width is skipped, not run for a minute."""
+    rc, err, secs, rss = _subprocess(["topo", str(big / "long_chain.json"), "--json", str(tmp_path / "t.json")], tmp_path)
+    assert rc == 0 and secs < 15 and rss < 1 << 30, (err, secs, rss >> 20)
+    t = json.loads((tmp_path / "t.json").read_text())
+    assert t["depth"] == 3000 and t["max_concurrency"] is None and t["max_level_width"] == 1
+
+
 @pytest.mark.parametrize("name", ["wide_fanin.json", "wide_fanout.json"])
 def test_wide_graphs_within_time_and_memory(big, tmp_path, name):
     """30,000 independent nodes joined at one end: topo well under 30 s and 2 GB."""
