@@ -298,6 +298,10 @@ def big(c: Corpus) -> None:
     co = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     member = co.compress(b"\0" * (160 << 20)) + co.flush()
     c.add("bomb_zeros.json.gz", "bombs", "trace", "refuse", "10 GiB of zeros (64 gzip members)", member * 64)
+    co = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = b" " * (1 << 24)
+    c.add("bomb_single.json.gz", "bombs", "trace", "refuse", "1 GiB of spaces inside a trace, one gzip member (4.7 MB)",
+          co.compress(b'{"traceEvents": [') + b"".join(co.compress(block) for _ in range(64)) + co.flush())
     co = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     member = co.compress(b" " * (160 << 20)) + co.flush()
     c.add("bomb_spaces.json.gz", "bombs", "graph", "refuse", "10 GiB of spaces after '{' (64 gzip members)",

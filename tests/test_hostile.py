@@ -191,7 +191,8 @@ def test_deep_nesting_is_refused(big, run_cli):
 
 
 def test_gzip_bombs_stop_at_the_default_cap(big, tmp_path):
-    for name, cmd in (("bomb_zeros.json.gz", "deps"), ("bomb_spaces.json.gz", "topo"), ("bomb_trace.json.gz", "deps")):
+    for name, cmd in (("bomb_zeros.json.gz", "deps"), ("bomb_spaces.json.gz", "topo"), ("bomb_trace.json.gz", "deps"),
+                      ("bomb_single.json.gz", "deps")):
         rc, err, secs, rss = _subprocess([cmd, str(big / name)], tmp_path)
         assert rc == 4 and ("--max-bytes" in err or "not JSON" in err), err
         assert secs < 30 and rss < 2 << 30, (name, secs, rss >> 20)
