@@ -93,3 +93,8 @@ class GraphCaptureError(CaptureError, RuntimeError):
 
 class GraphTypeError(UsageError, TypeError):
     """A CUDAGraph argument of a type PyTorch refuses with TypeError (exit code 2)."""
+
+
+class InputWarning(UserWarning):
+    """An input was read, but part of it was dropped or looks wrong; the message says what. The
+    CLI prints it as ``cgtool: warning: ...`` on stderr and goes on."""

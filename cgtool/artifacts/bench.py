@@ -147,10 +147,24 @@ class WorkloadResult:
         rank = w.get("rank")
         if rank is None and m:
             rank = int(m["rank"])  # files written before the rank field
-        if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
-            raise InvalidInputError(f"{source}: workload {key!r} has rank {rank!r}; expected a non-negative integer.")
+        if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < 1 << 31):
+            raise InvalidInputError(f"{source}: workloads[{key!r}].rank is {_short(rank)}; expected an integer "
+                                    "from 0 to 2^31-1.")
+        for name, types in (("environment", dict), ("diagnosis", dict), ("clock_mhz", list), ("sampling", str)):
+            if w.get(name) is not None and not isinstance(w[name], types):
+                raise InvalidInputError(f"{source}: workloads[{key!r}].{name} should be "
+                                        f"{'an object' if types is dict else 'a list' if types is list else 'a string'}, "
+                                        f"not {_short(w[name])}.")
+        runs = w.get("runs", 1)
+        if not isinstance(runs, int) or isinstance(runs, bool) or not 1 <= runs <= 1_000_000:
+            raise InvalidInputError(f"{source}: workloads[{key!r}].runs is {_short(runs)}; expected an integer "
+                                    "from 1 to 1000000.")
         if w.get("error"):
-            return cls.failure(str(workload), str(w["error"]), int(w.get("exit_code") or 3), rank=rank,
+            code = w.get("exit_code", 3)
+            if not isinstance(code, int) or isinstance(code, bool) or not 0 <= code < 256:
+                raise InvalidInputError(f"{source}: workloads[{key!r}].exit_code is {_short(code)}; expected an "
+                                        "exit status from 0 to 255.")
+            return cls.failure(str(workload), str(w["error"]), code or 3, rank=rank,
                                diagnosis=w.get("diagnosis") if isinstance(w.get("diagnosis"), dict) else None)
         return cls(
             workload=str(workload), rank=rank,
@@ -160,11 +174,20 @@ class WorkloadResult:
             sampling=str(w.get("sampling") or ""),
             clock_mhz=tuple(c if isinstance(c, int) and not isinstance(c, bool) else None
                             for c in (w.get("clock_mhz") or []) if isinstance(w.get("clock_mhz"), list)),
-            runs=int(w["runs"]) if isinstance(w.get("runs"), int) else 1,
+            runs=runs,
             run_medians_us=_samples(w.get("run_medians_us"), source, key, "run_medians_us"),
             environment=w["environment"] if isinstance(w.get("environment"), dict) else {},
             extra={k: v for k, v in w.items() if k not in _TYPED},
         )
+
+
+#: A sample above this (µs, over 16 minutes per replay) is not a measurement of a CUDA graph.
+MAX_SAMPLE_US = 1e9
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def _samples(xs: Any, source: str, key: str, name: str, *, required: bool = False) -> tuple[float, ...]:
@@ -173,6 +196,11 @@ def _samples(xs: Any, source: str, key: str, name: str, *, required: bool = Fals
     if (not isinstance(xs, list) or (required and not xs)
             or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)):
         raise InvalidInputError(f"{source}: workload {key!r} has no list of numeric samples in {name!r}.")
+    for i, x in enumerate(xs):
+        if not (0 < x < MAX_SAMPLE_US and math.isfinite(x)):
+            raise InvalidInputError(
+                f"{source}: workloads[{key!r}].{name}[{i}] is {x}: a time must be a positive, finite number of µs "
+                f"below {MAX_SAMPLE_US:g}. The file was edited or damaged; record it again.")
     return tuple(float(x) for x in xs)
 
 
@@ -233,11 +261,17 @@ class BenchResults:
                                     f"{BENCH_SCHEMA_VERSION}. Upgrade cgtool.")
         ws = tuple(WorkloadResult.from_json(str(k), w, source) for k, w in doc["workloads"].items())
         env = doc.get("environment")
+        if env is not None and not isinstance(env, dict):
+            raise InvalidInputError(f"{source}: environment should be an object, not {_short(env)}.")
         return cls(ws, env if isinstance(env, dict) else {}, v)
 
     @classmethod
-    def load(cls, path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> "BenchResults":
-        return cls.from_json(load_json(path, max_bytes=max_bytes), str(path))
+    def load(cls, path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> "BenchResults":
+        res = cls.from_json(load_json(path, max_bytes=max_bytes), str(path))
+        if not res.workloads:  # a gate against nothing passes whatever happens
+            raise InvalidInputError(f"{path} has no workloads: there is nothing to compare. Write results with "
+                                    "`cgtool bench TARGET --json FILE`.")
+        return res
 
     def save(self, path: str | Path, *, force: bool = False) -> Path:
         return write_json(path, self.to_json(), force=force)

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence, Union
 import msgspec
 
 from cgtool.errors import InvalidInputError
-from cgtool.artifacts.jsonio import describe_json_error, read_bytes, write_json
+from cgtool.artifacts.jsonio import decode, read_bytes, write_json
 
 #: Version of the ``"cgtool"`` block this code writes. Older versions load with defaults.
 SCHEMA_VERSION = 1
@@ -25,6 +25,14 @@ SCHEMA_VERSION = 1
 META_KEY = "cgtool"
 #: The mask of the local node id inside a 64-bit tools id.
 LOW32 = 0xFFFFFFFF
+#: Exec graph ids must leave room for the tools-id packing ``(exec_id << 32) | local`` inside a
+#: signed 64-bit integer (the columns of a trace): below 2^31.
+MAX_EXEC_GRAPH_ID = (1 << 31) - 1
+#: Types of the known keys of the ``"cgtool"`` block (others are kept as written).
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "schema_version": (int,), "id_source": (str,), "environment": (dict,), "timings": (dict,),
+    "nodes": (list,), "workload": (str,), "label": (str,), "check": (dict, type(None)),
+}
 
 
 class NodeType(str, Enum):
@@ -162,11 +170,7 @@ class GraphData:
         fast = _fast_parse(data, str(path))
         if fast is not None:
             return fast
-        try:
-            doc = msgspec.json.decode(data)
-        except msgspec.DecodeError as e:
-            raise InvalidInputError(describe_json_error(path, data, e)) from None
-        return cls.from_json(doc, source=str(path))
+        return cls.from_json(decode(data, path), source=str(path))
 
     @classmethod
     def from_json(cls, doc: Any, *, source: str = "<memory>") -> "GraphData":
@@ -197,10 +201,12 @@ _fast_decoder = msgspec.json.Decoder(_FastDoc)
 def _fast_parse(data: bytes, source: str) -> "GraphData | None":
     """GraphData from a well-formed export, or None (then the slow path explains what is wrong)."""
     try:
-        doc = _fast_decoder.decode(data)
-    except msgspec.MsgspecError:
+        doc = decode(data, source, _fast_decoder)
+    except InvalidInputError:
         return None
     n = len(doc.nodes)
+    if not 0 <= doc.exec_graph_id <= MAX_EXEC_GRAPH_ID or not _meta_ok(doc.cgtool):
+        return None
     nodes: list[Node] = []
     edges_out: set[tuple[int, int]] = set()
     n_in = 0
@@ -208,14 +214,17 @@ def _fast_parse(data: bytes, source: str) -> "GraphData | None":
     for i, r in enumerate(doc.nodes):
         gid = r.graph_id if r.graph_id is not None else r.tools_id >> 32
         nid = r.node_id if r.node_id is not None else r.tools_id & LOW32
-        if (r.index != i or r.tools_id < 0 or gid < 0 or nid < 0 or r.tools_id != (gid << 32) | nid
-                or r.tools_id in ids):
+        if (r.index != i or r.tools_id < 0 or not 0 <= gid <= MAX_EXEC_GRAPH_ID or not 0 <= nid <= LOW32
+                or r.tools_id != (gid << 32) | nid or r.tools_id in ids or not r.node_type):
             return None
         ids.add(r.tools_id)
         deps, dents = r.dependencies, r.dependents
         if (deps and (min(deps) < 0 or max(deps) >= n)) or (dents and (min(dents) < 0 or max(dents) >= n)):
             return None
+        k = len(edges_out)
         edges_out.update((i, d) for d in dents)
+        if len(edges_out) - k != len(dents) or len(set(deps)) != len(deps):
+            return None  # an edge listed twice
         n_in += len(deps)
         nt = NodeType.parse(r.node_type)
         nodes.append(Node(i, nt, r.tools_id, gid, nid, r.kernel_name, tuple(deps), tuple(dents),
@@ -240,22 +249,43 @@ def _bad(source: str, where: str, problem: str, fix: str = "") -> InvalidInputEr
     return InvalidInputError(f"{source}: {where} {problem}. {fix}")
 
 
-def _int(source: str, where: str, v: Any) -> int:
+def _meta_ok(meta: Any) -> bool:
+    if meta is None:
+        return True
+    if not isinstance(meta, dict):
+        return False
+    return all(k not in meta or isinstance(meta[k], t) and not isinstance(meta[k], bool)
+               for k, t in _META_TYPES.items())
+
+
+def _int(source: str, where: str, v: Any, limit: int = (1 << 63) - 1, why: str = "") -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise _bad(source, where, f"should be an integer but is {v!r}")
+        raise _bad(source, where, f"should be an integer but is {_short(v)}")
     if v < 0:
         raise _bad(source, where, f"should not be negative but is {v}")
+    if v > limit:
+        bound = f"2^{limit.bit_length()}" if (limit + 1) & limit == 0 else f"{limit + 1}"
+        raise _bad(source, where, f"should be an integer < {bound}{why} but is {v}")
     return v
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def _int_list(source: str, where: str, v: Any, n_nodes: int) -> tuple[int, ...]:
     if not isinstance(v, list):
         raise _bad(source, where, f"should be a list of node indices but is {type(v).__name__}")
     out = []
+    seen: set[int] = set()
     for k, x in enumerate(v):
         i = _int(source, f"{where}[{k}]", x)
         if i >= n_nodes:
             raise _bad(source, f"{where}[{k}]", f"is {i}, not a node index (the graph has {n_nodes} nodes)")
+        if i in seen:
+            raise _bad(source, f"{where}[{k}]", f"lists node {i} a second time (an edge is listed once)")
+        seen.add(i)
         out.append(i)
     return tuple(out)
 
@@ -271,7 +301,8 @@ def _parse(doc: Any, source: str) -> GraphData:
     for key in ("exec_graph_id", "nodes"):
         if key not in doc:
             raise _bad(source, "the document", f"has no {key!r} key (keys: {sorted(doc)[:8]})")
-    exec_id = _int(source, "exec_graph_id", doc["exec_graph_id"])
+    exec_id = _int(source, "exec_graph_id", doc["exec_graph_id"], MAX_EXEC_GRAPH_ID,
+                   " (room for the tools-id packing (exec_id << 32) | local)")
     raw_nodes = doc["nodes"]
     if not isinstance(raw_nodes, list):
         raise _bad(source, "'nodes'", "should be a list")
@@ -289,11 +320,14 @@ def _parse(doc: Any, source: str) -> GraphData:
             raise _bad(source, f"{w}.index", f"is {index} but the node is at position {i}")
         tname = rn["node_type"]
         if not isinstance(tname, str):
-            raise _bad(source, f"{w}.node_type", f"should be a string but is {tname!r}")
+            raise _bad(source, f"{w}.node_type", f"should be a string but is {_short(tname)}")
+        if not tname:
+            raise _bad(source, f"{w}.node_type", "is empty; every CUDA graph node has a type")
         ntype = NodeType.parse(tname)
         tools_id = _int(source, f"{w}.tools_id", rn["tools_id"])
-        graph_id = _int(source, f"{w}.graph_id", rn.get("graph_id", tools_id >> 32))
-        node_id = _int(source, f"{w}.node_id", rn.get("node_id", tools_id & LOW32))
+        graph_id = _int(source, f"{w}.graph_id", rn.get("graph_id", tools_id >> 32), MAX_EXEC_GRAPH_ID,
+                        " (room for the tools-id packing (exec_id << 32) | local)")
+        node_id = _int(source, f"{w}.node_id", rn.get("node_id", tools_id & LOW32), LOW32)
         if tools_id != (graph_id << 32) | node_id:
             raise _bad(
                 source, w,
@@ -302,7 +336,7 @@ def _parse(doc: Any, source: str) -> GraphData:
             )
         kname = rn.get("kernel_name")
         if kname is not None and not isinstance(kname, str):
-            raise _bad(source, f"{w}.kernel_name", f"should be a string or null but is {kname!r}")
+            raise _bad(source, f"{w}.kernel_name", f"should be a string or null but is {_short(kname)}")
         nodes.append(
             Node(
                 index=i,
@@ -317,9 +351,10 @@ def _parse(doc: Any, source: str) -> GraphData:
             )
         )
     # Edges are listed from both ends; they must agree, or the file was edited by hand.
+    dep_edges = {(u, n.index) for n in nodes for u in n.dependencies}
     for n in nodes:
         for d in n.dependents:
-            if n.index not in nodes[d].dependencies:
+            if (n.index, d) not in dep_edges:
                 raise _bad(
                     source, f"nodes[{n.index}].dependents",
                     f"lists {d}, but nodes[{d}].dependencies does not list {n.index}",
@@ -336,6 +371,11 @@ def _parse(doc: Any, source: str) -> GraphData:
     meta = doc.get(META_KEY) or {}
     if not isinstance(meta, dict):
         raise _bad(source, f"{META_KEY!r}", "should be an object")
+    for key, types in _META_TYPES.items():
+        if key in meta and (not isinstance(meta[key], types) or isinstance(meta[key], bool)):
+            want = " or ".join("null" if t is type(None) else {"dict": "an object", "list": "a list", "str": "a string",
+                                                                 "int": "an integer"}[t.__name__] for t in types)
+            raise _bad(source, f"{META_KEY}.{key}", f"should be {want} but is {_short(meta[key])}")
     version = meta.get("schema_version", SCHEMA_VERSION)
     if isinstance(version, int) and version > SCHEMA_VERSION:
         raise _bad(

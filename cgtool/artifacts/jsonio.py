@@ -11,6 +11,7 @@ import gzip
 import io
 import mmap
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -21,93 +22,253 @@ from typing import Any
 import msgspec
 
 from cgtool.errors import InvalidInputError, OutputExistsError, UsageError
+from cgtool.text import shown
 
 GZIP_MAGIC = b"\x1f\x8b"
 #: The output path that means standard output.
 STDOUT = "-"
-#: Default cap on the decompressed size of a gzip input (a gzip bomb stops here).
-DEFAULT_MAX_BYTES = 8 * 1024**3
+#: ``max_bytes=None``: the cap is chosen from the input (see ``default_cap``).
+DEFAULT_MAX_BYTES: int | None = None
+#: Cap on a plain regular file (its size is known before reading).
+FILE_MAX_BYTES = 8 * 1024**3
+#: Cap on a device or a FIFO (no size known): reading stops here.
+STREAM_MAX_BYTES = 1024**3
+#: A gzip file may decompress to this many times its own size (JSON compresses ~10-20x) ...
+GZIP_RATIO = 64
+#: ... but never to less than GZIP_MIN_BYTES nor more than GZIP_MAX_BYTES by default.
+GZIP_MIN_BYTES = 256 * 1024**2
+GZIP_MAX_BYTES = 4 * 1024**3
+#: Arrays and objects nested deeper than this are refused (no artifact nests more than ~10).
+MAX_DEPTH = 200
+_CHUNK = 1 << 20
 
 
-def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES, mutable: bool = False) -> bytes:
-    """The content of ``path``, gunzipped when it starts with the gzip magic number.
-
-    With ``mutable`` the result is a bytearray read in place (no extra copy)."""
-    p = Path(path)
-    if not p.exists():
-        raise UsageError(f"No such file: {p}. Check the path (it is relative to {Path.cwd()}).")
-    if p.is_dir():
-        raise UsageError(f"Expected a file but got a directory: {p}.")
-    with open(p, "rb") as f:
-        head = f.read(2)
-        f.seek(0)
-        if head != GZIP_MAGIC:
-            if mutable:
-                size = os.fstat(f.fileno()).st_size
-                if size > max_bytes:
-                    raise InvalidInputError(
-                        f"{p} is larger than the {max_bytes:,}-byte limit. "
-                        "Raise it with --max-bytes if the file is genuine."
-                    )
-                if size == 0:
-                    return bytearray()  # type: ignore[return-value]
-                # A private (copy-on-write) mapping: writable, the file itself never changes,
-                # and nothing is read or zero-filled up front.
-                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # type: ignore[return-value]
-            return _read_capped(f, p, max_bytes)
-        out = _gunzip_capped(f, p, max_bytes)
-        return out if mutable else bytes(out)
+def _gib(n: int) -> str:
+    return f"{n / 1024**3:g} GiB" if n >= 1024**3 else f"{n / 1024**2:g} MiB" if n >= 1024**2 else f"{n:,} bytes"
 
 
-def _read_capped(f: io.BufferedReader, p: Path, max_bytes: int) -> bytes:
-    # In chunks up to the cap: never ask for a buffer of the cap's size (an address-space limit
-    # would refuse it), and stop a device or an endless stream at the cap.
-    buf = bytearray()
-    while len(buf) <= max_bytes:
-        chunk = f.read(min(1 << 24, max_bytes + 1 - len(buf)))
-        if not chunk:
-            return bytes(buf)
-        buf += chunk
-    raise InvalidInputError(
-        f"{p} is larger than the {max_bytes:,}-byte limit. Raise it with --max-bytes if the file is genuine."
+def default_cap(*, gzip_size: int | None = None, stream: bool = False) -> int:
+    """The cap used when none is given: a plain file 8 GiB; a device or FIFO 1 GiB; a gzip file
+    64 times its compressed size, at least 256 MiB and at most 4 GiB."""
+    if gzip_size is not None:
+        return min(max(GZIP_RATIO * gzip_size, GZIP_MIN_BYTES), GZIP_MAX_BYTES)
+    return STREAM_MAX_BYTES if stream else FILE_MAX_BYTES
+
+
+def _too_big(p: Path, cap: int, given: bool, what: str) -> InvalidInputError:
+    how = ("the --max-bytes you gave" if given else
+           f"the default for {what}" + (f" ({GZIP_RATIO}x the compressed size, {_gib(GZIP_MIN_BYTES)} to "
+                                        f"{_gib(GZIP_MAX_BYTES)}; this guards against gzip bombs)" if what == "gzip" else ""))
+    verb = "decompresses to" if what == "gzip" else "is"
+    if what == "gzip" and given:
+        how += "; the cap guards against gzip bombs"
+    return InvalidInputError(
+        f"{p} {verb} more than the {cap:,}-byte limit ({_gib(cap)}, {how}); reading stopped there. "
+        "If the file is genuine, raise the cap with --max-bytes N (e.g. --max-bytes 20000000000)."
     )
 
 
-def _gunzip_capped(f: io.BufferedReader, p: Path, max_bytes: int) -> bytes:
-    # Decompress in chunks so that a gzip bomb is stopped at the cap, not after filling memory.
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    out = bytearray()
+_RAW_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def _looks_like_json(head: bytes) -> bool:
+    """Whether the first bytes could start a JSON text: a value's first character, and no raw
+    control character (JSON text holds none outside whitespace) in the first 64 KiB."""
+    s = head.lstrip(b" \t\r\n")
+    return not s or (s[:1] in b'{["-0123456789tfn' and _RAW_CONTROL.search(head, 0, 1 << 16) is None)
+
+
+def _not_json(p: Path, head: bytes, what: str) -> InvalidInputError:
+    s = head.lstrip(b" \t\r\n")[:16]
+    return InvalidInputError(
+        f"{p} is {what} whose first bytes ({s!r}) are not JSON; reading stopped there. cgtool reads "
+        "JSON artifacts (gzip accepted): check that it is the file you meant."
+    )
+
+
+def read_bytes(path: str | os.PathLike[str], *, max_bytes: int | None = DEFAULT_MAX_BYTES,
+               mutable: bool = False) -> bytes:
+    """The content of ``path``, gunzipped when it starts with the gzip magic number (every member
+    of a multi-member gzip file), never more than the cap: ``max_bytes``, or ``default_cap``.
+
+    Files, gzip streams, devices and FIFOs are all read in chunks up to the cap, so a device that
+    never ends, or a gzip bomb, stops there; a device or FIFO whose first bytes are not JSON is
+    refused at once. With ``mutable`` the result is a writable buffer (a private mapping of a
+    plain file: no copy)."""
+    p = Path(path)
     try:
-        while True:
-            chunk = f.read(1 << 20)
-            if not chunk:
-                break
-            out += d.decompress(chunk, max_bytes + 1 - len(out))
-            while d.unconsumed_tail and len(out) <= max_bytes:
-                out += d.decompress(d.unconsumed_tail, max_bytes + 1 - len(out))
-            if len(out) > max_bytes:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise UsageError(f"No such file: {p}. Check the path (it is relative to {Path.cwd()}).") from None
+    except OSError as e:
+        raise UsageError(f"Cannot read {p}: {e.strerror}.") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"Expected a file but got a directory: {p}.")
+    regular = stat.S_ISREG(st.st_mode)
+    if max_bytes is not None and max_bytes < 1:
+        raise UsageError(f"--max-bytes must be at least 1, not {max_bytes}.")
+    try:
+        f = _open(p, st)
+    except OSError as e:
+        raise UsageError(f"Cannot read {p}: {e.strerror}.") from None
+    with f:
+        head = f.read(_CHUNK)
+        if head[:2] == GZIP_MAGIC:
+            cap = max_bytes if max_bytes is not None else default_cap(gzip_size=st.st_size if regular else
+                                                                      STREAM_MAX_BYTES // GZIP_RATIO)
+            out = _gunzip_capped(f, head, p, cap, max_bytes is not None)
+            return out if mutable else bytes(out)  # type: ignore[return-value]
+        if not regular and not _looks_like_json(head):
+            raise _not_json(p, head, "a device or FIFO")
+        cap = max_bytes if max_bytes is not None else default_cap(stream=not regular)
+        if regular and mutable and len(head) == _CHUNK:
+            size = os.fstat(f.fileno()).st_size
+            if size > cap:
+                raise _too_big(p, cap, max_bytes is not None, "a file")
+            # A private (copy-on-write) mapping: writable, the file itself never changes,
+            # and nothing is read or zero-filled up front.
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # type: ignore[return-value]
+        out = _read_capped(f, head, p, cap, max_bytes is not None, "a file" if regular else "a device or FIFO")
+        return out if mutable else bytes(out)  # type: ignore[return-value]
+
+
+def _open(p: Path, st: os.stat_result) -> io.BufferedReader:
+    """Open for reading; a FIFO with no writer yet blocks (as ``cat`` does), and says so."""
+    if not stat.S_ISFIFO(st.st_mode):
+        return open(p, "rb")
+    import threading
+
+    def note() -> None:
+        sys.stderr.write(f"cgtool: waiting for a writer on the FIFO {shown(str(p))} (Ctrl-C stops).\n")
+        sys.stderr.flush()
+
+    t = threading.Timer(0.5, note)
+    t.daemon = True
+    t.start()
+    try:
+        return open(p, "rb")
+    finally:
+        t.cancel()
+
+
+def _read_capped(f: io.BufferedReader, head: bytes, p: Path, cap: int, given: bool, what: str) -> bytearray:
+    # In chunks up to the cap: never ask for a buffer of the cap's size (an address-space limit
+    # would refuse it), and stop a device or an endless stream at the cap.
+    buf = bytearray(head[: cap + 1])
+    while len(buf) <= cap:
+        chunk = f.read(min(_CHUNK, cap + 1 - len(buf)))
+        if not chunk:
+            return buf
+        buf += chunk
+    raise _too_big(p, cap, given, what)
+
+
+def _gunzip_capped(f: io.BufferedReader, head: bytes, p: Path, cap: int, given: bool) -> bytearray:
+    """Decompress every gzip member, in chunks, stopping at the cap (gzip bombs) and refusing a
+    stream that does not start like JSON, a truncated member, or trailing bytes that are not gzip."""
+    out = bytearray()
+    pending = head
+    checked = False
+    try:
+        while True:  # one gzip member per turn
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            while True:
+                if not pending:
+                    pending = f.read(_CHUNK)
+                    if not pending:
+                        raise InvalidInputError(
+                            f"{p} is a truncated gzip file (the compressed stream ends early). "
+                            "Copy or record the file again.")
+                out += d.decompress(pending, cap + 1 - len(out))
+                pending = d.unconsumed_tail
+                while pending and len(out) <= cap and not d.eof:
+                    out += d.decompress(pending, cap + 1 - len(out))
+                    pending = d.unconsumed_tail
+                if not checked and out.strip():
+                    if not _looks_like_json(bytes(out[:64])):
+                        raise _not_json(p, bytes(out[:64]), "a gzip file")
+                    checked = True
+                if len(out) > cap:
+                    raise _too_big(p, cap, given, "gzip")
+                if d.eof:
+                    pending = d.unused_data
+                    break
+            if not pending:
+                pending = f.read(_CHUNK)
+            if not pending:
+                return out
+            while len(pending) < 2:
+                more = f.read(_CHUNK)
+                if not more:
+                    break
+                pending += more
+            if pending[:2] != GZIP_MAGIC:
+                rest = len(pending) + len(f.read(_CHUNK))
                 raise InvalidInputError(
-                    f"{p} decompresses to more than {max_bytes:,} bytes; reading stopped there "
-                    "(this guards against gzip bombs). Raise the limit with --max-bytes if the "
-                    "file is genuine."
-                )
-            if d.eof:
-                break
-        if not d.eof:
-            raise InvalidInputError(
-                f"{p} is a truncated gzip file (the compressed stream ends early). "
-                "Copy or record the file again."
-            )
+                    f"{p} has {rest:,}{'+' if rest > _CHUNK else ''} bytes after its gzip data that are not gzip "
+                    "(a damaged or concatenated file). Copy or record it again.")
     except (zlib.error, gzip.BadGzipFile, EOFError) as e:
         raise InvalidInputError(f"{p} is not a valid gzip file ({e}). Record it again.") from None
-    return out  # type: ignore[return-value]
+
+
+def decode(data: Any, source: object, decoder: Any = None) -> Any:
+    """``msgspec`` decode with cgtool's errors: a syntax error says where and whether the file looks
+    truncated; nesting deeper than MAX_DEPTH is refused; a typed decode's error names the field."""
+    dec = decoder if decoder is not None else msgspec.json
+    old = sys.getrecursionlimit()
+    depth = _stack_depth()
+    try:
+        # msgspec counts nesting against the recursion limit (Python <= 3.11): lower it to the
+        # depth cgtool accepts for the duration of the decode.
+        sys.setrecursionlimit(max(old if old < depth + MAX_DEPTH else depth + MAX_DEPTH, depth + 50))
+        return dec.decode(data)
+    except RecursionError:
+        raise too_deep(source) from None
+    except UnicodeDecodeError as e:
+        raise not_utf8(source, e) from None
+    except msgspec.ValidationError as e:
+        raise InvalidInputError(f"{source}: {field_error(e)}") from None
+    except msgspec.DecodeError as e:
+        raise InvalidInputError(describe_json_error(source, data, e)) from None
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def not_utf8(source: object, e: UnicodeDecodeError) -> InvalidInputError:
+    return InvalidInputError(f"{source} is not valid UTF-8 (a byte {e.object[e.start:e.start + 1]!r} that starts "
+                             "no character); JSON text is UTF-8, so the file was damaged. Copy or record it again.")
+
+
+def too_deep(source: object) -> InvalidInputError:
+    return InvalidInputError(
+        f"{source} nests arrays or objects more than {MAX_DEPTH} levels deep; no cgtool artifact does, "
+        "so this is not one (or it was damaged). Check that it is the file you meant.")
+
+
+def field_error(e: Exception) -> str:
+    """A msgspec validation error as ``path: problem`` (``traceEvents[3].args.stream: ...``)."""
+    text = str(e)
+    if " - at `$" in text:
+        msg, _, where = text.rpartition(" - at `$")
+        where = where.rstrip("`").lstrip(".")
+        return f"{where or 'the document'}: {msg[0].lower() + msg[1:]}"
+    return text
+
+
+def _stack_depth() -> int:
+    f: Any = sys._getframe()
+    n = 0
+    while f is not None:
+        n += 1
+        f = f.f_back
+    return n
 
 
 def describe_json_error(path: object, data: bytes, err: Exception) -> str:
     """One paragraph for a JSON syntax error: where it is and whether the file looks truncated."""
     text = str(err)
     blank = len(data) == 0 or not bytes(data[:4096]).strip() and not bytes(data).strip()
-    truncated = "truncated" in text or "end of" in text.lower() or blank
+    truncated = "truncated" in text or blank
     if blank:
         return f"{path} is empty: expected a JSON document. Record or export it again."
     hint = (
@@ -119,13 +280,10 @@ def describe_json_error(path: object, data: bytes, err: Exception) -> str:
     return f"{path} is not valid JSON ({text}). {hint}"
 
 
-def load_json(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
+def load_json(path: str | os.PathLike[str], *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Any:
     """Parse a JSON (or gzipped JSON) file into Python objects, with a readable error."""
     data = read_bytes(path, max_bytes=max_bytes)
-    try:
-        return msgspec.json.decode(data)
-    except msgspec.DecodeError as e:
-        raise InvalidInputError(describe_json_error(path, data, e)) from None
+    return decode(data, path)
 
 
 def is_stdout(path: str | os.PathLike[str] | None) -> bool:
@@ -155,12 +313,29 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, force: bool
     p = check_writable(path, force)
     if p.suffix == ".gz":
         data = gzip.compress(data, compresslevel=6, mtime=0)
+    try:
+        return _write(p, Path(path), data)
+    except OSError as e:
+        raise cannot_write(Path(path), e) from None
+
+
+def cannot_write(p: Path, e: OSError) -> UsageError:
+    """One paragraph for an output that cannot be written (exit 2)."""
+    parent = next((a for a in p.parents if a.exists()), None)
+    if parent is not None and not parent.is_dir():
+        why = f"{parent} is a file, not a folder"
+    else:
+        why = e.strerror or str(e)
+    return UsageError(f"Cannot write {p}: {why}. Choose a path in a folder you can write to.")
+
+
+def _write(p: Path, path: Path, data: bytes) -> Path:
     if p.is_symlink():
         p = p.resolve()
     if p.exists() and not stat.S_ISREG(p.stat().st_mode):
         with open(p, "wb") as f:  # a device or a FIFO: never renamed over
             f.write(data)
-        return Path(path)
+        return path
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
@@ -174,7 +349,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, force: bool
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return Path(path)
+    return path
 
 
 def dumps(obj: Any, *, indent: bool = True) -> bytes:

@@ -9,7 +9,7 @@ from typing import Any, Union
 import msgspec
 
 from cgtool.errors import InvalidInputError
-from cgtool.artifacts.jsonio import read_bytes
+from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, decode, read_bytes
 
 _RANK = re.compile(r"rank[_-]?(\d+)")
 
@@ -25,7 +25,7 @@ class _Probe(msgspec.Struct):
 _probe = msgspec.json.Decoder(_Probe)
 
 
-def rank_files(folder: Path, kind: str) -> dict[int, Path]:
+def rank_files(folder: Path, kind: str, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[int, Path]:
     """Per-rank ``kind`` ("trace" or "graph") files in ``folder`` and below, by rank.
 
     The rank comes from the file's own ``cgtool.rank`` when it records one, else from ``rank<k>``
@@ -33,14 +33,20 @@ def rank_files(folder: Path, kind: str) -> dict[int, Path]:
     found = sorted({p for pat in ("*.json", "*.json.gz") for p in folder.rglob(pat)})
     out: dict[int, Path] = {}
     for p in found:
+        named = _RANK.search(str(p.relative_to(folder))) is not None
         try:
-            doc = _probe.decode(read_bytes(p))
-        except msgspec.MsgspecError:
-            continue  # not an artifact of this kind (or not JSON): the analysis will not read it
+            doc = decode(read_bytes(p, max_bytes=max_bytes), p, _probe)
+        except InvalidInputError as e:
+            if named:  # a rank's file that cannot be read: the run is incomplete, not one rank smaller
+                raise InvalidInputError(f"{e.message} (It is a per-rank file of {folder}: fix or remove it, "
+                                        "or analyse the other ranks' files one by one.)") from None
+            continue  # not an artifact (or not JSON) and not named for a rank: the analysis will not read it
         is_trace, is_graph = len(doc.traceEvents) > 0, len(doc.nodes) > 0 and not len(doc.traceEvents)
         if (kind == "trace" and not is_trace) or (kind == "graph" and not is_graph):
             continue
         r = (doc.cgtool or {}).get("rank")
+        if r is not None and (not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < 1 << 31):
+            raise InvalidInputError(f"{p}: cgtool.rank is {r!r:.60}; expected an integer from 0 to 2^31-1.")
         if not isinstance(r, int):
             m = _RANK.search(str(p.relative_to(folder)))
             if m is None:

@@ -21,14 +21,17 @@ from operator import attrgetter
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal, Union
+import math
+import re
+import warnings
+from typing import Annotated, Any, Literal, Union
 
 import msgspec
 import numpy as np
 
-from cgtool.artifacts.graph import LOW32
-from cgtool.errors import InvalidInputError
-from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, describe_json_error, read_bytes
+from cgtool.artifacts.graph import LOW32, MAX_EXEC_GRAPH_ID
+from cgtool.errors import InputWarning, InvalidInputError
+from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, decode, describe_json_error, field_error, not_utf8, read_bytes, too_deep
 
 #: Event categories of GPU work, and the kind cgtool gives each.
 GPU_CATS = {"kernel": 0, "gpu_memcpy": 1, "gpu_memset": 2, "Kernel": 0, "Memcpy": 1, "Memset": 2}
@@ -36,15 +39,24 @@ KINDS = ("kernel", "memcpy", "memset")
 _CHUNK = 1 << 16
 
 
+#: Ids that go into int64 columns; graph ids leave room for the tools-id packing (id << 32) | local.
+_Id = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
+_GraphId = Annotated[int, msgspec.Meta(ge=0, le=MAX_EXEC_GRAPH_ID)]
+_Small = Annotated[int, msgspec.Meta(ge=0, le=(1 << 31) - 1)]
+#: Plausible times (µs): a timestamp within ±30 years, a duration under 11 days.
+MAX_ABS_TS_US = 1e15
+MAX_DUR_US = 1e12
+
+
 class _Args(msgspec.Struct, gc=False):
     # Defaults stand for "absent", so that a row converts to integers in one step.
-    stream: int = -1
-    correlation: int = -1
-    device: int = 0
-    graph_id: int = msgspec.field(name="graph id", default=0)
-    graph_node_id: int = msgspec.field(name="graph node id", default=-1)
-    channel: int = -1
-    channel_type: Union[int, str] = -1
+    stream: _Id = -1
+    correlation: _Id = -1
+    device: _Small = 0
+    graph_id: _GraphId = msgspec.field(name="graph id", default=0)
+    graph_node_id: _Id = msgspec.field(name="graph node id", default=-1)
+    channel: _Small = -1
+    channel_type: Union[_Small, str] = -1
 
 
 class _ShapeArgs(msgspec.Struct, gc=False):
@@ -80,8 +92,8 @@ class _EventT(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
     name: str = ""
-    ts: float = 0.0
-    dur: float = 0.0
+    ts: float = math.nan  # NaN: absent (refused for GPU events)
+    dur: float = math.nan
     args: Union[_Args, None] = None
 
 
@@ -192,7 +204,7 @@ def _bad(source: str, msg: str) -> InvalidInputError:
     return InvalidInputError(f"{source}: {msg}")
 
 
-def load_trace(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
+def load_trace(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Trace:
     """Parse a trace file (gzip detected by content). Errors are InvalidInputError (exit 4)."""
     src = str(path)
     data = read_bytes(path, max_bytes=max_bytes, mutable=True)
@@ -213,14 +225,11 @@ def load_trace(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace
                 pass
 
 
-def load_trace_and_doc(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Trace, dict[str, Any]]:
+def load_trace_and_doc(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> tuple[Trace, dict[str, Any]]:
     """The trace's columns and the whole document (for writing an annotated copy), from one read."""
     src = str(path)
     data = read_bytes(path, max_bytes=max_bytes)
-    try:
-        doc = msgspec.json.decode(data)
-    except msgspec.DecodeError as e:
-        raise InvalidInputError(describe_json_error(src, data, e)) from None
+    doc = decode(data, src)
     if not isinstance(doc, dict):
         raise _bad(src, "is not a chrome trace cgtool can read: expected an object with a 'traceEvents' list.")
     was = gc.isenabled()
@@ -235,12 +244,21 @@ def load_trace_and_doc(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) 
 def _load(data: Any, src: str) -> Trace:
     try:
         outer = _outer.decode(data)
+    except RecursionError:
+        raise too_deep(src) from None
+    except UnicodeDecodeError as e:
+        raise not_utf8(src, e) from None
     except msgspec.ValidationError as e:
-        raise _bad(src, f"is not a chrome trace cgtool can read: {e}. Expected an object with a "
+        raise _bad(src, f"is not a chrome trace cgtool can read ({field_error(e)}). Expected an object with a "
                    "'traceEvents' list, as torch.profiler and `cgtool trace` write.") from None
     except msgspec.DecodeError as e:
         raise InvalidInputError(describe_json_error(src, data, e)) from None
-    return _columns(outer, data, src)
+    try:
+        return _columns(outer, data, src)
+    except RecursionError:
+        raise too_deep(src) from None
+    except UnicodeDecodeError as e:
+        raise not_utf8(src, e) from None
 
 
 _COLS = ("kind", "name", "start", "dur", "seq", "stream", "corr", "device", "gid", "nid", "chan", "ctype",
@@ -283,8 +301,7 @@ def _decode_chunk(blob: Any, lo: int, src: str) -> list[Any]:
     try:
         evs = _chunk.decode(blob)
     except msgspec.ValidationError as e:
-        where = str(e).replace("$[", f"$.traceEvents[{lo}+", 1)
-        raise _bad(src, f"has an event of the wrong shape ({where}). Record the trace again.") from None
+        raise _bad(src, _event_error(e, blob, lo) + ". Record the trace again.") from None
     out = []
     for k, ev in enumerate(evs):
         args = None
@@ -292,10 +309,41 @@ def _decode_chunk(blob: Any, lo: int, src: str) -> list[Any]:
             try:
                 args = _args.decode(ev.args)
             except msgspec.MsgspecError as err:
-                raise _bad(src, f"traceEvents[{lo + k}] ({ev.cat} {ev.name[:40]!r}) has bad args: {err}. "
-                           "Record the trace again.") from None
+                raise _bad(src, _event_error(err, ev.args, lo + k, "args") +
+                           f" ({ev.cat} {ev.name[:40]!r}). Record the trace again.") from None
         out.append(_EventT(ev.ph, ev.cat, ev.name, ev.ts, ev.dur, args))
     return out
+
+
+_PATH = re.compile(r"""\.([A-Za-z_][A-Za-z_0-9]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]""")
+
+
+def _event_error(e: Exception, blob: Any, base: int, prefix: str = "") -> str:
+    """``traceEvents[1234].args.stream: expected `int` <= ..., got 18446744073709551616``: the path
+    of a validation error inside a chunk (``$[k]...``) or one event's args (``$...``), and the value."""
+    text = str(e)
+    msg, sep, where = text.rpartition(" - at `")
+    if not sep:
+        return f"traceEvents[{base}]{'.' + prefix if prefix else ''}: {text}"
+    steps: list[Any] = []
+    for m in _PATH.finditer(where.rstrip("`")[1:]):
+        steps.append(m.group(1) if m.group(1) else int(m.group(2)) if m.group(2) else msgspec.json.decode(m.group(3)))
+    value: Any = None
+    try:
+        value = msgspec.json.decode(bytes(blob))
+        for st in steps:
+            value = value[st]
+        got = repr(value)
+        got = f", got {got if len(got) <= 60 else got[:57] + '...'}"
+    except Exception:  # the path did not lead to a value (a missing field): nothing to quote
+        got = ""
+    if not prefix and steps and isinstance(steps[0], int):
+        head, steps = f"traceEvents[{base + steps[0]}]", steps[1:]
+    else:
+        head = f"traceEvents[{base}]" + (f".{prefix}" if prefix else "")
+    path = head + "".join(f"[{st}]" if isinstance(st, int) else f".{st}" if str(st).isidentifier() else f"[{st!r}]"
+                          for st in steps)
+    return f"{path}: {msg[0].lower() + msg[1:]}{got}"
 
 
 @dataclass
@@ -325,6 +373,12 @@ def _scan(buf: Any, base: int, raw: list[msgspec.Raw], lo0: int, hi0: int, src: 
                 e = evs[k]
                 if e.ph == "X" and e.name.startswith("cudaGraphLaunch") and e.args is not None \
                         and e.args.correlation >= 0:
+                    if e.args.correlation in launches:
+                        raise _bad(src, f"traceEvents[{lo + k}]: a second cudaGraphLaunch with correlation id "
+                                   f"{e.args.correlation}; every launch has its own, so the replays cannot be told "
+                                   "apart (the file was edited or merged). Record the trace again.")
+                    if not math.isfinite(e.ts):
+                        raise _bad(src, f"traceEvents[{lo + k}] (cudaGraphLaunch) has no valid ts ({e.ts}).")
                     launches[e.args.correlation] = e.ts
         idx = [k for k, c in enumerate(map(_CAT, evs)) if c in cats]
         idx = [k for k in idx if evs[k].ph == "X"]
@@ -335,8 +389,11 @@ def _scan(buf: Any, base: int, raw: list[msgspec.Raw], lo0: int, hi0: int, src: 
             if a is None or a.stream < 0 or a.correlation < 0:
                 raise _bad(src, f"traceEvents[{lo + k}] ({e.cat} {e.name[:40]!r}) lacks args.stream or "
                            "args.correlation, which every profiler writes for GPU events.")
-            if e.dur < 0:
-                raise _bad(src, f"traceEvents[{lo + k}] has a negative duration ({e.dur}).")
+            if not (abs(e.ts) < MAX_ABS_TS_US and 0 <= e.dur < MAX_DUR_US):
+                what = ("no 'ts'" if math.isnan(e.ts) else "no 'dur'" if math.isnan(e.dur) else
+                        f"a negative duration ({e.dur})" if e.dur < 0 else f"an implausible time (ts {e.ts}, dur {e.dur} µs)")
+                raise _bad(src, f"traceEvents[{lo + k}] ({e.cat} {e.name[:40]!r}) has {what}; every GPU event "
+                           "needs a start and a duration. Record the trace again.")
         n = len(gpu)
         args = list(map(_ARGS, gpu))
         nm = list(map(_NAME, gpu))
@@ -400,6 +457,10 @@ def _scan_all(buf: Any, base: int, raw: list[msgspec.Raw], src: str) -> _Part:
                 blobs = [v.tobytes() for v in part.cols.values()]
             except InvalidInputError as e:
                 report, blobs = {"error": e.message}, []
+            except RecursionError:
+                report, blobs = {"error": too_deep(src).message}, []
+            except UnicodeDecodeError as e:
+                report, blobs = {"error": not_utf8(src, e).message}, []
             except BaseException as e:  # reported by the parent as an internal error
                 report, blobs = {"error": f"internal error in the trace reader: {type(e).__name__}: {e}"}, []
             hb = msgspec.json.encode(report)
@@ -448,7 +509,11 @@ def _scan_all(buf: Any, base: int, raw: list[msgspec.Raw], src: str) -> _Part:
         theirs["ctype"] = np.array([ct_map.get(int(v), int(v)) for v in theirs["ctype"]], dtype=np.int64)
     cols = {k: np.concatenate([mine.cols[k], theirs[k].astype(mine.cols[k].dtype, copy=False)]) for k in mine.cols}
     launches = dict(mine.launches)
-    launches.update((int(c), float(t)) for c, t in head["launches"])
+    for c, t in head["launches"]:
+        if int(c) in launches:
+            raise _bad(src, f"two cudaGraphLaunch events share correlation id {int(c)}; every launch has its own "
+                       "(the file was edited or merged). Record the trace again.")
+        launches[int(c)] = float(t)
     return _Part(cols, list(names), launches, cts)
 
 
@@ -457,9 +522,10 @@ def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
     base = _addr(buf) if len(buf) else 0
     meta = None
     if bytes(outer.cgtool) not in (b"null", b""):
-        meta = msgspec.json.decode(outer.cgtool)
+        meta = decode(outer.cgtool, f"{src} (its 'cgtool' block)")
         if not isinstance(meta, dict):
             raise _bad(src, "its 'cgtool' block should be an object.")
+        _check_meta(meta, src)
     part = _scan_all(buf, base, raw, src)
     names, launches, ct_names = part.names, part.launches, part.ct_names
     n_raw = len(raw)
@@ -497,6 +563,7 @@ def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
         form = NodeIdForm.LOW32
     tools = np.where(full, nid, np.where(low, (gid << 32) | np.maximum(nid, 0), 0))
     tools[gid == 0] = 0  # CUPTI writes graph id 0 for work outside graphs
+    _check_events(src, seq, names, name, kind, start, end, stream, device, corr, tools, gid, launches)
     return Trace(
         source=src, kind=kind, name=name, names=names, start=start, end=end, device=device,
         stream=stream, correlation=corr, graph_id=gid, tools_id=tools, channel=chan,
@@ -526,6 +593,69 @@ def _shape_of(raw_event: msgspec.Raw) -> tuple[int, int, int]:
     if a is None:
         return 0, -1, -1
     return launch_shape(a.grid, a.block), a.shared_memory, a.nbytes
+
+
+def _check_meta(meta: dict[str, Any], src: str) -> None:
+    """The known keys of a trace's ``cgtool`` block have the types cgtool writes."""
+    gs = meta.get("graphs")
+    if gs is not None and not (isinstance(gs, list) and all(isinstance(g, dict) for g in gs)):
+        raise _bad(src, f"cgtool.graphs should be a list of graph exports (objects), not {_short(gs)}. "
+                   "Record the trace again.")
+    mc = meta.get("CUDA_DEVICE_MAX_CONNECTIONS")
+    if mc is not None and not ((isinstance(mc, int) and not isinstance(mc, bool) and 0 < mc < 1 << 16)
+                               or (isinstance(mc, str) and mc.isdigit() and len(mc) < 6)):
+        raise _bad(src, f"cgtool.CUDA_DEVICE_MAX_CONNECTIONS should be a number of connections (or null), not "
+                   f"{_short(mc)}. Record the trace again.")
+    for key in ("replays", "dropped_records"):
+        v = meta.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 63):
+            raise _bad(src, f"cgtool.{key} should be a non-negative integer, not {_short(v)}.")
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _check_events(src: str, seq: np.ndarray, names: list[str], name: np.ndarray, kind: np.ndarray,
+                  start: np.ndarray, end: np.ndarray, stream: np.ndarray, device: np.ndarray, corr: np.ndarray,
+                  tools: np.ndarray, gid: np.ndarray, launches: dict[int, float]) -> None:
+    """Refuse GPU events that contradict each other; warn when graph ids are missing from part of them."""
+    n = len(start)
+    if n < 2:
+        return
+    # The same event listed twice (a file concatenated with itself, an edit): every column equal.
+    order = np.lexsort((name, stream, device, corr, end, start))
+    same = np.ones(n - 1, dtype=bool)
+    for col in (start, end, stream, device, corr, name, kind, tools):
+        sc = col[order]
+        same &= sc[1:] == sc[:-1]
+    if same.any():
+        k = int(np.flatnonzero(same)[0])
+        a, b = sorted((int(seq[order[k]]), int(seq[order[k + 1]])))
+        raise _bad(src, f"traceEvents[{a}] and traceEvents[{b}] are the same GPU event ({names[int(name[order[k]])][:40]!r} "
+                   f"at {float(start[order[k]])} µs), listed twice; a profiler lists each once, so the file was "
+                   f"concatenated or edited ({int(same.sum())} such duplicates). Record the trace again.")
+    # One graph node runs once per launch: a (launch, node) pair seen twice makes replays meaningless.
+    on = tools > 0
+    if on.any():
+        key = np.stack([corr[on], tools[on]], axis=1)
+        uniq, counts = np.unique(key, axis=0, return_counts=True)
+        if (counts > 1).any():
+            c, t = (int(x) for x in uniq[int(np.flatnonzero(counts > 1)[0])].tolist())
+            raise _bad(src, f"graph node {t} (graph {t >> 32}, node {t & LOW32}) runs {int(counts.max())} times "
+                       f"under one correlation id ({c}); a node runs once per launch, so launches share a "
+                       "correlation id (the file was edited or merged). Record the trace again.")
+    # Events of graph launches without graph ids, beside others that carry them: dropped from the graph view.
+    if on.any() and launches:
+        in_launch = np.isin(corr, np.fromiter(launches, np.int64, len(launches)))
+        lost = in_launch & (gid == 0)
+        if lost.any() and (in_launch & on).any():
+            warnings.warn(InputWarning(
+                f"{src}: {int(lost.sum())} of {int(in_launch.sum())} GPU events launched by cudaGraphLaunch carry "
+                "no graph id while the others do; they are counted as work outside graphs (dropped from the "
+                "graph analysis). The trace may have been edited or recorded with a partial profiler."),
+                stacklevel=2)
 
 
 def _ctype(v: int | str, names: list[str]) -> int:

@@ -6,15 +6,25 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Iterable, Optional
 
 import typer
 from rich.console import Console
+from rich.segment import Segment
 
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, is_stdout
 from cgtool.errors import OutputExistsError, UsageError
+from cgtool.text import shown
 
 class _Console(Console):
+    """A console that never lets input text drive the terminal: control characters in anything
+    printed (kernel names, paths, workload names; in tables, rules and titles alike) are shown
+    as escapes (``\\x1b``). rich's own styling is added after this, so it is untouched."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            seg if seg.control else Segment(shown(seg.text), seg.style, seg.control) for seg in buffer)
+
     def on_broken_pipe(self) -> None:
         # rich would exit 1 here, the code of a failed check; cgtool.cli.main maps this to 141.
         self.quiet = True
@@ -26,7 +36,7 @@ out = _Console(soft_wrap=False, markup=False, highlight=False)
 err = _Console(stderr=True, markup=False, highlight=False)
 
 Force = Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")]
-MaxBytes = Annotated[int, typer.Option("--max-bytes", min=1, show_default="8 GiB", help="Refuse inputs that are (or decompress to) more bytes than this.")]
+MaxBytes = Annotated[Optional[int], typer.Option("--max-bytes", min=1, show_default="8 GiB for a file, 1 GiB for a device or FIFO, 64x the size of a gzip file (256 MiB to 4 GiB)", help="Refuse inputs that are (or decompress to) more bytes than this.")]
 JsonOut = Annotated[Optional[Path], typer.Option("--json", help="Also write the result as JSON (`-`: standard output).")]
 __all__ = ["DEFAULT_MAX_BYTES", "Force", "JsonOut", "MaxBytes", "err", "out", "output_path", "wrote", "console_for"]
 
@@ -42,6 +52,11 @@ def output_path(path: Optional[Path], force: bool, *, inputs: tuple[Optional[Pat
                              "Name a new file.")
     if path.is_dir():
         raise UsageError(f"{path} is a directory; give a file name.")
+    parent = next((a for a in path.parents if a.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise UsageError(f"Cannot write {path}: {parent} is a file, not a folder. Choose another path.")
+    if parent is not None and path.parent == parent and not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"Cannot write {path}: the folder {parent} is not writable. Choose another path.")
     if path.exists() and not force:
         raise OutputExistsError(path)
     return path

@@ -54,7 +54,7 @@ def deps(
 
 
 def _deps_ranks(folder: Path, json_out: Optional[Path], tolerance_us: float, top: int, force: bool,
-                max_bytes: int) -> int:
+                max_bytes: int | None) -> int:
     from cgtool.artifacts.jsonio import write_json
     from cgtool.inspect.files import deps_of_ranks
     from cgtool.report.summary_md import append_step_summary, deps_summary_md
@@ -75,7 +75,7 @@ def _deps_ranks(folder: Path, json_out: Optional[Path], tolerance_us: float, top
 
 
 def _deps_file(trace: Path, graph: list[Path], json_out: Optional[Path], annotate: Optional[Path],
-               compare: Optional[Path], tolerance_us: float, top: int, force: bool, max_bytes: int) -> int:
+               compare: Optional[Path], tolerance_us: float, top: int, force: bool, max_bytes: int | None) -> int:
     from cgtool.artifacts.jsonio import write_json
     from cgtool.inspect.annotate import annotate_trace
     from cgtool.inspect.deps import compare_traces

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 import typer
 
 from cgtool import __version__
-from cgtool.errors import CgtoolError, ExitCode
+from cgtool.errors import CgtoolError, ExitCode, InputWarning
 
 def _flags_without_type() -> None:
     """typer 0.29 prints ``<bool>`` beside every on/off flag (``--force <bool>``); flags take no
@@ -92,10 +93,21 @@ EXIT_PIPE_CLOSED = 141
 
 def _paragraph(text: str) -> None:
     """One paragraph on stderr: wrapped to a terminal's width, one line in a log."""
-    from rich.console import Console
+    from cgtool.cli._common import _Console
 
-    con = Console(stderr=True, markup=False, highlight=False)  # not the --quiet console: errors always show
+    con = _Console(stderr=True, markup=False, highlight=False)  # not the --quiet console: errors always show
     con.print(text, soft_wrap=not con.is_terminal)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: object = None, line: str | None = None) -> None:
+    if issubclass(category, InputWarning):
+        _paragraph(f"cgtool: warning: {message}")
+    else:  # pragma: no cover - a library's warning: as Python shows it
+        _orig_showwarning(message, category, filename, lineno, file, line)  # type: ignore[arg-type]
+
+
+_orig_showwarning = warnings.showwarning
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -104,7 +116,10 @@ def main(argv: list[str] | None = None) -> None:
 
     out.quiet = err.quiet = False  # a run starts loud (main may run several times in one process)
     try:
-        app(args=argv, standalone_mode=False, prog_name="cgtool")
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", InputWarning)
+            warnings.showwarning = _show_warning
+            app(args=argv, standalone_mode=False, prog_name="cgtool")
         sys.stdout.flush()
     except CgtoolError as e:
         _paragraph(f"cgtool: {e.message}")
@@ -120,6 +135,15 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _paragraph("cgtool: interrupted.")
         sys.exit(130)
+    except MemoryError:
+        _paragraph("cgtool: out of memory while reading or analysing the input (the machine, or a limit such "
+                   "as `ulimit -v`, allows less than this input needs). Lower --max-bytes to refuse such inputs "
+                   "early, or run where more memory is available.")
+        sys.exit(int(ExitCode.INVALID_INPUT))
+    except RecursionError:
+        _paragraph("cgtool: the input nests too deeply to analyse (a recursion limit was reached). No cgtool "
+                   "artifact nests like this: check that it is the file you meant.")
+        sys.exit(int(ExitCode.INVALID_INPUT))
     except Exception as e:
         if _is(e, "Exit"):
             sys.exit(getattr(e, "exit_code", 0))

@@ -16,6 +16,10 @@ from cgtool.artifacts.graph import LOW32, GraphData
 
 
 
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _tools_id(args: dict[str, Any]) -> int | None:
     v = args.get("graph node id")
     if not isinstance(v, int):
@@ -36,7 +40,7 @@ def annotate_trace(doc: dict[str, Any], res: DepsResult, graphs: Sequence[GraphD
         a = e.get("args")
         if e.get("ph") == "X" and isinstance(a, dict):
             t = _tools_id(a)
-            if t is not None and "correlation" in a:
+            if t is not None and "correlation" in a and _num(e.get("ts")):
                 by_key[(a["correlation"], t)] = e
     fake = {(f.before, f.after) for f in res.findings if f.kind is DepKind.FAKE}
     new: list[dict[str, Any]] = []
@@ -45,10 +49,11 @@ def annotate_trace(doc: dict[str, Any], res: DepsResult, graphs: Sequence[GraphD
     def flow(a: dict[str, Any], b: dict[str, Any], cat: str, name: str) -> None:
         nonlocal flow_id
         flow_id += 1
-        new.append({"ph": "s", "id": flow_id, "cat": cat, "name": name, "pid": a["pid"], "tid": a["tid"],
-                    "ts": a["ts"] + a.get("dur", 0)})
-        new.append({"ph": "f", "bp": "e", "id": flow_id, "cat": cat, "name": name, "pid": b["pid"],
-                    "tid": b["tid"], "ts": b["ts"]})
+        dur = a.get("dur", 0)
+        new.append({"ph": "s", "id": flow_id, "cat": cat, "name": name, "pid": a.get("pid", 0), "tid": a.get("tid", 0),
+                    "ts": a["ts"] + (dur if _num(dur) else 0)})
+        new.append({"ph": "f", "bp": "e", "id": flow_id, "cat": cat, "name": name, "pid": b.get("pid", 0),
+                    "tid": b.get("tid", 0), "ts": b["ts"]})
 
     corrs = sorted({c for c, _ in by_key})
     for g in graphs:

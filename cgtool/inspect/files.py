@@ -31,7 +31,7 @@ class DepsRun:
 
 
 def deps_of_file(trace_path: Path, graph_paths: Sequence[Path] = (), *, tolerance_us: float = DEFAULT_TOLERANCE_US,
-                 max_bytes: int = DEFAULT_MAX_BYTES, keep_doc: bool = False) -> DepsRun:
+                 max_bytes: int | None = DEFAULT_MAX_BYTES, keep_doc: bool = False) -> DepsRun:
     """Classify the serializations of one trace file against the given exports (or its embedded ones)."""
     doc = None
     if keep_doc:
@@ -54,7 +54,7 @@ def recorded_trace(path: Path) -> Path:
 
 
 def topo_of_recording(folder: Path, trace: Path | None = None, *,
-                      max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, tuple[GraphData, topo.Topology]]:
+                      max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[str, tuple[GraphData, topo.Topology]]:
     """Every graph of a one-process recording (by file name), weighted by its trace when it has one."""
     (rec,) = load_recordings(folder)
     t_path = trace or trace_path(rec)
@@ -67,16 +67,16 @@ def topo_of_recording(folder: Path, trace: Path | None = None, *,
 
 
 def deps_of_ranks(folder: Path, *, tolerance_us: float = DEFAULT_TOLERANCE_US,
-                  max_bytes: int = DEFAULT_MAX_BYTES) -> dict[int, tuple[Path, DepsResult]]:
+                  max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[int, tuple[Path, DepsResult]]:
     """Per rank (read from each file), its trace file and deps result."""
     return {r: (p, deps_of_file(p, tolerance_us=tolerance_us, max_bytes=max_bytes).result)
-            for r, p in sorted(rank_files(folder, "trace").items())}
+            for r, p in sorted(rank_files(folder, "trace", max_bytes=max_bytes).items())}
 
 
-def topo_of_ranks(folder: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[int, tuple[GraphData, topo.Topology]]:
+def topo_of_ranks(folder: Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[int, tuple[GraphData, topo.Topology]]:
     """Per rank, its graph export and topology."""
     out = {}
-    for r, p in sorted(rank_files(folder, "graph").items()):
+    for r, p in sorted(rank_files(folder, "graph", max_bytes=max_bytes).items()):
         g = GraphData.load(p, max_bytes=max_bytes)
         out[r] = (g, topo.analyze(g))
     return out
@@ -88,7 +88,7 @@ def node_lanes(g: GraphData, trace: Trace) -> dict[int, str]:
 
 
 def topo_of_file(graph_path: Path, trace_path: Path | None = None, *,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[GraphData, topo.Topology]:
+                 max_bytes: int | None = DEFAULT_MAX_BYTES) -> tuple[GraphData, topo.Topology]:
     """A graph export's topology; with a trace of the same instantiation, weighted by measured durations."""
     g = GraphData.load(graph_path, max_bytes=max_bytes)
     measured = measured_path(load_trace(trace_path, max_bytes=max_bytes), g) if trace_path else None

@@ -137,7 +137,7 @@ def graph_view(label: str, g: GraphData, rank: int | None = None, trace: Trace |
 
 
 def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us: float = DEFAULT_TOLERANCE_US,
-           max_bytes: int = DEFAULT_MAX_BYTES) -> Gathered:
+           max_bytes: int | None = DEFAULT_MAX_BYTES) -> Gathered:
     """Read every input, tell the files apart by content, and pair traces with their graphs."""
     traces: list[tuple[Path, Trace, int | None]] = []
     exports: list[tuple[Path, GraphData, int | None]] = []

@@ -7,7 +7,8 @@ Definitions (the JSON keys of `cgtool topo --json`):
   ``max_level_width`` is the most nodes in one level.
 * ``max_concurrency``: the largest set of nodes no two of which are ordered by a path (a maximum
   antichain, by Dilworth's theorem via bipartite matching); computed exactly up to
-  ``EXACT_WIDTH_LIMIT`` nodes, else None (``max_level_width`` is then a lower bound).
+  ``EXACT_WIDTH_LIMIT`` nodes and ``EXACT_PAIR_LIMIT`` comparable pairs, else None
+  (``max_level_width`` is then a lower bound).
 * ``redundant_edges``: edges implied by other paths (removed by a transitive reduction).
 * ``critical_path``: tools ids along the longest path by node count, or, when a trace is given,
   the measured critical path (``cgtool.inspect.cost``: the longest path of the median replay with
@@ -28,6 +29,8 @@ from cgtool.inspect.cost import CriticalPath
 from cgtool.inspect.reach import Reachability, topological_order
 
 EXACT_WIDTH_LIMIT = 3000
+#: ... and up to this many comparable pairs (edges of the matching's bipartite graph).
+EXACT_PAIR_LIMIT = 300_000
 
 
 @dataclass
@@ -106,12 +109,21 @@ def analyze(g: GraphData, durations_us: Mapping[int, float] | None = None,
     if measured is not None:
         path, crit_us = list(measured.path), round(measured.median_us, 3)
     redundant = []
-    for nd in g.nodes:
+    nodes = g.nodes
+    for nd in nodes:
         ds = nd.dependents
         if len(ds) > 1:
+            u = nd.index
             for v in ds:
-                if any(x != v and reach.reachable(x, v) for x in ds):
-                    redundant.append((nd.index, v))
+                # (u, v) is implied when another path u -> ... -> v exists: some other dependent of u
+                # reaches v, or u reaches some other dependency of v. Ask from the smaller side.
+                dv = nodes[v].dependencies
+                if len(dv) < len(ds):
+                    implied = any(w != u and reach.reachable(u, w) for w in dv)
+                else:
+                    implied = any(x != v and reach.reachable(x, v) for x in ds)
+                if implied:
+                    redundant.append((u, v))
     edges_by_type: Counter[str] = Counter()
     for nd in g.nodes:
         for d in nd.dependents:
@@ -142,18 +154,30 @@ def analyze(g: GraphData, durations_us: Mapping[int, float] | None = None,
     )
 
 
-def _max_antichain(g: GraphData, reach: Reachability) -> int:
-    """Width of the partial order = n - maximum matching in the bipartite comparability graph."""
+def _max_antichain(g: GraphData, reach: Reachability) -> int | None:
+    """Width of the partial order = n - maximum matching in the bipartite comparability graph;
+    None when that graph would have more than EXACT_PAIR_LIMIT edges (a long chain of 3,000 nodes
+    has 4.5 million: minutes and gigabytes)."""
     n = len(g.nodes)
     if n == 0:
         return 0
+    # Ancestor sets as bitsets over node indices, in topological order: they count the pairs first.
+    anc = [0] * n
+    for v in reach.order:
+        b = 0
+        for u in g.nodes[v].dependencies:
+            b |= anc[u] | (1 << u)
+        anc[v] = b
+    if sum(b.bit_count() for b in anc) > EXACT_PAIR_LIMIT:
+        return None
     B = nx.Graph()
     left = [("L", i) for i in range(n)]
     B.add_nodes_from(left, bipartite=0)
     B.add_nodes_from((("R", i) for i in range(n)), bipartite=1)
-    for a in range(n):
-        for b in range(n):
-            if reach.reachable(a, b):
-                B.add_edge(("L", a), ("R", b))
+    for b, bits in enumerate(anc):
+        while bits:
+            low = bits & -bits
+            B.add_edge(("L", low.bit_length() - 1), ("R", b))
+            bits ^= low
     m = nx.bipartite.hopcroft_karp_matching(B, top_nodes=left)
     return n - len(m) // 2

@@ -26,6 +26,7 @@ from cgtool.errors import UsageError
 from cgtool.artifacts.names import demangle, short_name
 from cgtool.inspect.topo import Topology
 from cgtool.report.fold import MAX_FOLD, MIN_FOLD, fold, source_detail, source_label
+from cgtool.text import shown
 
 STYLE: dict[NodeType, tuple[str, str]] = {
     NodeType.KERNEL: ("box", "#cfe2ff"),
@@ -42,8 +43,16 @@ STYLE: dict[NodeType, tuple[str, str]] = {
 }
 
 
-def esc(s: str) -> str:
-    """A DOT double-quoted string body: backslashes, quotes and newlines escaped."""
+#: Longest text (characters) put in a DOT label or tooltip; longer names are cut with "…".
+MAX_TEXT = 2000
+
+
+def esc(s: str, limit: int = MAX_TEXT) -> str:
+    """A DOT double-quoted string body that Graphviz reads back as ``s``: control characters (NUL,
+    ESC, ...) shown as ``\\xNN``, backslashes, quotes and newlines escaped, cut at ``limit`` characters."""
+    s = shown(s)
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
     return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
@@ -156,18 +165,18 @@ def render_dot(
         shape, colour = STYLE[n.node_type]
         if i in run_of:
             run = run_of[i]
-            names = Counter(short_name(g.nodes[j].kernel_name or g.nodes[j].node_type.value, 36) for j in run)
+            names = Counter(short_name((g.nodes[j].kernel_name or g.nodes[j].node_type.value)[:MAX_TEXT * 4], 36) for j in run)
             top = ", ".join(f"{c}× {nm}" for nm, c in names.most_common(2))
             tot = sum(dur.get(j, 0.0) for j in run)
             label = (f"{len(run)} nodes #{g.nodes[run[0]].node_id}…#{g.nodes[run[-1]].node_id}\\n{esc(top)}"
                      + (f"\\nΣ {esc(_us(tot))}" if tot else ""))
-            tip = esc(" → ".join(dict.fromkeys(short_name(g.nodes[j].kernel_name or g.nodes[j].node_type.value, 40)
+            tip = esc(" → ".join(dict.fromkeys(short_name((g.nodes[j].kernel_name or g.nodes[j].node_type.value)[:MAX_TEXT * 4], 40)
                                                 for j in run)))
             on = any(j in crit for j in run)
             f = ramp(tot / len(run), lo, hi) if tot else "#f1f3f5"
             return (f'  n{i} [shape=box, style="filled,rounded,dashed", fillcolor="{f}", label="{label}", '
                     f'tooltip="{tip}"{f", color={chr(34)}{CRIT}{chr(34)}, penwidth=2.5" if on else ""}];\n')
-        name = short_name(n.kernel_name, 44) if n.kernel_name else n.node_type.value
+        name = short_name(n.kernel_name[:MAX_TEXT * 4], 44) if n.kernel_name else n.node_type.value
         lines = [f"#{n.node_id} {name}"]
         node_extra = g.node_extra(i)
         src, label_src = source_detail(node_extra), source_label(node_extra)
@@ -176,7 +185,8 @@ def render_dot(
         if i in dur:
             lines.append(_us(dur[i]))
         label = "\\n".join(esc(x) for x in lines)
-        tip = esc((demangle(n.kernel_name) if n.kernel_name else f"{n.node_type.value} #{n.node_id}")
+        tip = esc(((demangle(n.kernel_name) if len(n.kernel_name) <= MAX_TEXT * 4 else n.kernel_name) if n.kernel_name
+                   else f"{n.node_type.value} #{n.node_id}")
                   + (f"\n{src}" if src else ""))
         extra = f', color="{CRIT}", penwidth=2.5' if i in crit else ""
         if n.node_type is NodeType.EMPTY and not src:
@@ -219,7 +229,7 @@ def render_dot(
 
 
 def dot_of_file(graph: Path, trace: Path | None = None, *, collapse: int = MIN_FOLD, max_fold: int = MAX_FOLD,
-                max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+                max_bytes: int | None = DEFAULT_MAX_BYTES) -> str:
     """The readable DOT of a graph export; with a trace of the same instantiation, nodes grouped
     by the lane they ran on, coloured by measured duration, fake dependencies drawn."""
     from cgtool.artifacts.trace import load_trace

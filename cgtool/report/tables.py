@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -18,7 +20,7 @@ from cgtool.inspect.diff import Change, GraphDiff
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.names import short_name, template_name
 from cgtool.inspect.topo import Topology
-from cgtool.text import plural
+from cgtool.text import markdown_cell, plural
 
 if TYPE_CHECKING:
     from cgtool.capture.tracing import TraceSummary
@@ -93,6 +95,10 @@ def distinct_short_names(names: Sequence[str]) -> dict[str, str]:
     return {n: s if seen[s] == 1 else template_name(n) for n, s in short.items()}
 
 
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _fmt_us(v: float | None) -> str:
     return "-" if v is None else (f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.1f} µs")
 
@@ -109,11 +115,16 @@ def graph_summary(con: Console, g: GraphData, t: Topology, title: str = "") -> N
     tab.add_row("depth / widest level", f"{t.depth} / {t.max_level_width}")
     tab.add_row("distinct kernels", str(t.distinct_kernels))
     tab.add_row("exec graph id", f"{g.exec_graph_id} (ids from {g.id_source})")
-    if tim.get("capture_s") is not None:
-        tab.add_row("capture / instantiate", f"{tim['capture_s'] * 1e3:.2f} ms / {(tim.get('instantiate_s') or 0) * 1e3:.2f} ms")
+    tim = tim if isinstance(tim, dict) else {}
+    cap: Any = tim.get("capture_s")
+    inst: Any = tim.get("instantiate_s")
+    if _num(cap):
+        tab.add_row("capture / instantiate", f"{cap * 1e3:.2f} ms / {(inst if _num(inst) else 0) * 1e3:.2f} ms")
     chk = meta.get("check") if isinstance(meta, dict) else None
-    if chk and chk.get("ok") is not None:
-        tab.add_row("replay vs eager", f"{'match' if chk['ok'] else 'MISMATCH'} (max |diff| {chk['max_abs_diff']:.3g} in {chk['worst_output']})")
+    if isinstance(chk, dict) and isinstance(chk.get("ok"), bool):  # metadata is input: only well-typed fields show
+        diff = chk.get("max_abs_diff")
+        detail = f" (max |diff| {diff:.3g} in {chk.get('worst_output')})" if _num(diff) else ""
+        tab.add_row("replay vs eager", f"{'match' if chk['ok'] else 'MISMATCH'}{detail}")
     show(con, tab)
 
 
@@ -274,11 +285,11 @@ def bench_summary_md(res: BenchResults, judgements: list[Judgement] | None) -> s
     jd = {j.name: j for j in judgements or []}
     for w in res.workloads:
         if w.failed:
-            lines.append(f"| {w.key} | - | - | - | failed |")
+            lines.append(f"| {markdown_cell(w.key)} | - | - | - | failed |")
             continue
         s, e = w.stats(), w.eager_median()
-        v = jd[w.key].verdict.value + f" ({jd[w.key].reason})" if w.key in jd else "-"
-        lines.append(f"| {w.key} | {s.median:.2f} | {s.iqr:.2f} | {'-' if e is None else f'{e:.2f}'} | {v} |")
+        v = markdown_cell(jd[w.key].verdict.value + f" ({jd[w.key].reason})") if w.key in jd else "-"
+        lines.append(f"| {markdown_cell(w.key)} | {s.median:.2f} | {s.iqr:.2f} | {'-' if e is None else f'{e:.2f}'} | {v} |")
     return "\n".join(lines) + "\n"
 
 
