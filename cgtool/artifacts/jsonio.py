@@ -15,13 +15,14 @@ import re
 import stat
 import sys
 import tempfile
+import warnings
 import zlib
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from cgtool.errors import InvalidInputError, OutputExistsError, UsageError
+from cgtool.errors import InputWarning, InvalidInputError, OutputExistsError, UsageError
 from cgtool.text import shown
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -138,9 +139,9 @@ def _open(p: Path, st: os.stat_result) -> io.BufferedReader:
         return open(p, "rb")
     import threading
 
-    def note() -> None:
-        sys.stderr.write(f"cgtool: waiting for a writer on the FIFO {shown(str(p))} (Ctrl-C stops).\n")
-        sys.stderr.flush()
+    def note() -> None:  # said through warnings: the CLI shows it as "cgtool: warning: ..."
+        warnings.warn(InputWarning(f"waiting for a writer on the FIFO {shown(str(p))} (Ctrl-C stops)."),
+                      stacklevel=1)
 
     t = threading.Timer(0.5, note)
     t.daemon = True

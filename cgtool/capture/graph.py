@@ -86,6 +86,13 @@ class RemovableHandle:
         RemovableHandle._next_id += 1
         self.id = RemovableHandle._next_id
 
+    @classmethod
+    def add(cls, hooks: "OrderedDict[int, Any]", hook: Any) -> "RemovableHandle":
+        """Register ``hook`` in ``hooks`` (in order) and return its handle."""
+        h = cls(hooks)
+        hooks[h.id] = hook
+        return h
+
     def remove(self) -> None:
         self._hooks.pop(self.id, None)
 
@@ -104,9 +111,7 @@ def register_graph_instantiate_hook(fn: Hook) -> RemovableHandle:
 
     Errors raised by ``fn`` are swallowed, so one consumer cannot break ``instantiate()`` for another.
     """
-    h = RemovableHandle(_global_instantiate_hooks)
-    _global_instantiate_hooks[h.id] = fn
-    return h
+    return RemovableHandle.add(_global_instantiate_hooks, fn)
 
 
 def _run_global_instantiate_hooks(g: "Graph") -> None:
@@ -415,27 +420,19 @@ class Graph:
     # ------------------------------------------------------------------ hooks
     def register_capture_end_hook(self, hook: Hook) -> RemovableHandle:
         """``hook(graph)`` after capture completes, before finalization; the template is live."""
-        h = RemovableHandle(self._capture_end_hooks)
-        self._capture_end_hooks[h.id] = hook
-        return h
+        return RemovableHandle.add(self._capture_end_hooks, hook)
 
     def register_post_instantiate_hook(self, hook: Hook) -> RemovableHandle:
         """``hook(graph)`` after each instantiation (a re-instantiation makes a new exec graph)."""
-        h = RemovableHandle(self._post_instantiate_hooks)
-        self._post_instantiate_hooks[h.id] = hook
-        return h
+        return RemovableHandle.add(self._post_instantiate_hooks, hook)
 
     def register_replay_start_hook(self, hook: Hook) -> RemovableHandle:
         """``hook(graph)`` at the start of every replay, just before the launch (after instantiation)."""
-        h = RemovableHandle(self._replay_start_hooks)
-        self._replay_start_hooks[h.id] = hook
-        return h
+        return RemovableHandle.add(self._replay_start_hooks, hook)
 
     def register_replay_end_hook(self, hook: Hook) -> RemovableHandle:
         """``hook(graph)`` once every replay is enqueued (not finished); fires even if the launch raised."""
-        h = RemovableHandle(self._replay_end_hooks)
-        self._replay_end_hooks[h.id] = hook
-        return h
+        return RemovableHandle.add(self._replay_end_hooks, hook)
 
     # ------------------------------------------------------------------ inspection
     def enable_debug_mode(self) -> None:
