@@ -24,7 +24,7 @@ from pathlib import Path
 import math
 import re
 import warnings
-from typing import Annotated, Any, Iterator, Literal, Union
+from typing import Annotated, Any, Iterator, Literal, Union, get_args
 
 import msgspec
 import numpy as np
@@ -406,7 +406,7 @@ class _Codes(dict[str, int]):
         return 4
 
 
-_CODE = _Codes({**GPU_CATS, **{c: 3 for c in _RUNTIME_CATS}})
+_CODE = _Codes({**{c: 4 for c in get_args(_KnownCat)}, **GPU_CATS, **{c: 3 for c in _RUNTIME_CATS}})
 
 
 class _ShapeKeys(dict[tuple[Any, Any], int]):
@@ -540,7 +540,8 @@ def _shape_args(blob: Any, at: list[int]) -> list[_ShapeArgs]:
     absent or malformed): a second decode of the chunk that reads only them."""
     try:
         evs = _shape_chunk.decode(blob)
-        return [_NO_SHAPE if a is None else a for a in map(_ARGS, map(evs.__getitem__, at))]
+        args = list(map(_ARGS, map(evs.__getitem__, at)))
+        return args if None not in args else [_NO_SHAPE if a is None else a for a in args]
     except msgspec.MsgspecError:  # some event's shape args are malformed: event by event
         raws = _raw_chunk.decode(blob)
         try:
@@ -1032,8 +1033,19 @@ def _check_events(src: str, seq: np.ndarray, names: list[str], name: np.ndarray,
     if n < 2:
         return
     # The same event listed twice (a file concatenated with itself, an edit): every column equal.
-    order = np.lexsort((name, stream, device, corr, end, start))
-    same = np.ones(n - 1, dtype=bool)
+    # Only events sharing a start with another can be one, so the full sort runs on those alone
+    # (in file order: the sort is stable, so they keep the order a sort of every event gives).
+    by_start = np.sort(start)
+    tie = by_start[1:] == by_start[:-1]
+    if tie.any():
+        tied = np.zeros(n, dtype=bool)
+        tied[1:] |= tie
+        tied[:-1] |= tie
+        cand = np.flatnonzero(np.isin(start, by_start[tied]))
+    else:
+        cand = np.zeros(0, np.int64)
+    order = cand[np.lexsort((name[cand], stream[cand], device[cand], corr[cand], end[cand], start[cand]))]
+    same = np.ones(max(len(order) - 1, 0), dtype=bool)
     for col in (start, end, stream, device, corr, name, kind, tools):
         sc = col[order]
         same &= sc[1:] == sc[:-1]
@@ -1046,10 +1058,15 @@ def _check_events(src: str, seq: np.ndarray, names: list[str], name: np.ndarray,
     # One graph node runs once per launch: a (launch, node) pair seen twice makes replays meaningless.
     on = tools > 0
     if on.any():
-        key = np.stack([corr[on], tools[on]], axis=1)
-        uniq, counts = np.unique(key, axis=0, return_counts=True)
-        if (counts > 1).any():
-            c, t = (int(x) for x in uniq[int(np.flatnonzero(counts > 1)[0])].tolist())
+        c_on, t_on = corr[on], tools[on]
+        o = np.lexsort((t_on, c_on))
+        c_on, t_on = c_on[o], t_on[o]
+        dup = (c_on[1:] == c_on[:-1]) & (t_on[1:] == t_on[:-1])
+        if dup.any():
+            runs = np.flatnonzero(np.r_[True, ~dup, True])
+            counts = np.diff(runs)  # multiplicity of each distinct (correlation, node) pair, in sorted order
+            i = int(runs[int(np.flatnonzero(counts > 1)[0])])
+            c, t = int(c_on[i]), int(t_on[i])
             raise _bad(src, f"graph node {t} (graph {t >> 32}, node {t & LOW32}) runs {int(counts.max())} times "
                        f"under one correlation id ({c}); a node runs once per launch, so launches share a "
                        "correlation id (the file was edited or merged). Record the trace again.")
