@@ -183,6 +183,11 @@ class DepsResult:
         cols = [t[f].tolist() for f in _REPLAY_FIELDS]
         return [ReplayStat(*row) for row in zip(*cols)]
 
+    def _replay_dicts(self) -> list[dict[str, Any]]:
+        """``asdict`` of every ReplayStat, made from the columns (the same values, far faster)."""
+        t = self.replay_table
+        return [dict(zip(_REPLAY_FIELDS, row)) for row in zip(*(t[f].tolist() for f in _REPLAY_FIELDS))]
+
     @property
     def n_true(self) -> int:
         return sum(f.count for f in self.findings if f.kind is DepKind.TRUE)
@@ -231,7 +236,7 @@ class DepsResult:
             "serializations": [f.to_json() for f in sorted(
                 self.findings, key=lambda f: (f.kind is not DepKind.FAKE, -f.wait_us, f.before, f.after))],
             "inferred_waits": [w.to_json() for w in self.inferred_waits],
-            "replays": [asdict(r) for r in self.replays],
+            "replays": self._replay_dicts(),
             "notes": self.notes,
             "suggestions": self.suggestions,
         }
