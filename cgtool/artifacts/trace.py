@@ -680,10 +680,11 @@ def _stream_events(buf: _Buf, pos: int, acc: _Acc, stop: int | None = None) -> i
     b = buf.b
     if b[pos] == 0x5D:  # "]": an empty array
         return pos + 1
+    window = WINDOW
     while True:
-        buf.fill(pos + WINDOW + 1)
+        buf.fill(pos + window + 1)
         b = buf.b
-        hi = min(len(b), pos + WINDOW)
+        hi = min(len(b), pos + window)
         if stop is not None and stop - buf.off < hi:  # the bound is in this window: cut there
             c = stop - buf.off
             try:
@@ -695,14 +696,12 @@ def _stream_events(buf: _Buf, pos: int, acc: _Acc, stop: int | None = None) -> i
                 continue
             buf.drop(c + 1)
             return -1
-        if buf.eof and len(b) - pos <= WINDOW:
+        if buf.eof and len(b) - pos <= window:
             return _last_chunk(buf, pos, acc)
         c, j = _last_sep(b, pos, hi)
         for _ in range(8):
             if c < 0:
-                if buf.eof:
-                    return _last_chunk(buf, pos, acc)
-                raise _Fallback  # an event larger than the window, or separators only inside strings
+                break
             try:
                 _decode_span(b, pos, c + 1, acc)
                 break
@@ -716,7 +715,15 @@ def _stream_events(buf: _Buf, pos: int, acc: _Acc, stop: int | None = None) -> i
             except (UnicodeDecodeError, RecursionError):
                 raise _Fallback from None
         else:
-            raise _Fallback
+            c = -1
+        if c < 0:  # an event longer than the window, or separators only inside events: a wider one
+            if buf.eof and len(b) - pos <= window:
+                return _last_chunk(buf, pos, acc)
+            window *= 2
+            if window > 64 * WINDOW:
+                raise _Fallback
+            continue
+        window = WINDOW
         buf.drop(j - 1)
         b = buf.b
         pos = 1
@@ -730,17 +737,45 @@ def _skip_ws(b: bytearray, i: int) -> int:
     return len(b) if m is None else m.start()
 
 
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+_probe_list = msgspec.json.Decoder(list[_Probe])
+
+
 def _last_chunk(buf: _Buf, pos: int, acc: _Acc) -> int:
-    """The events up to the array's end, which lies after ``pos``: the first ``]`` after a ``}``
-    where the chunk decodes (a ``]`` inside the last events leaves the chunk truncated)."""
+    """The events up to the array's end, which lies after ``pos``. The rest of the input is
+    parsed as one array (each event skipped): the decoder stops at the array's ``]`` and says
+    where the bytes after it start. Failing that, the first ``]`` after a ``}`` where the chunk
+    decodes (a ``]`` inside the last events leaves the chunk truncated)."""
     buf.fill(len(buf.b) + 1)
     b = buf.b
+    end = -1
+    saved = b[pos - 1]
+    b[pos - 1] = 0x5B  # "["
+    try:
+        with memoryview(b) as mv, mv[pos - 1:] as rest:
+            _probe_list.decode(rest)
+    except msgspec.DecodeError as err:
+        m = _TRAILING.search(str(err))
+        if m is not None:  # "byte N": one past the first byte after the array
+            end = pos - 1 + len(bytes(b[pos - 1:pos - 2 + int(m.group(1))]).rstrip()) - 1
+    except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+        pass
+    finally:
+        b[pos - 1] = saved
+    if end > pos and b[end] == 0x5D:
+        try:
+            _decode_span(b, pos, end, acc)
+            return end + 1
+        except msgspec.DecodeError:
+            pass
+        except (UnicodeDecodeError, RecursionError):
+            raise _Fallback from None
     i = pos
     for _ in range(64):
-        m = _END.search(b, i)
-        if m is None:
+        m2 = _END.search(b, i)
+        if m2 is None:
             raise _Fallback
-        e = m.end() - 1
+        e = m2.end() - 1
         try:
             _decode_span(b, pos, e, acc)  # the span's own "]" is the array's
             return e + 1
@@ -879,10 +914,14 @@ class _Worker:
             buf.rest()
             suffix = bytes(buf.b[end:])
             cols = acc.columns()
+            # A column of one value (the device, shapes in a trace with node ids...) goes as that value.
+            const = {k: int(v[0]) for k, v in cols.items() if len(v) and k != "start" and k != "dur"
+                     and bool((v == v[0]).all())}
             report: dict[str, Any] = {
                 "names": list(acc.names), "ct_names": acc.ct_names, "launches": list(acc.launches.items()),
-                "n": acc.n, "suffix": len(suffix), "cols": [(k, str(v.dtype), len(v)) for k, v in cols.items()]}
-            blobs = [v.data.cast("B") for v in cols.values()] + [suffix]
+                "n": acc.n, "suffix": len(suffix), "const": const,
+                "cols": [(k, str(v.dtype), len(v)) for k, v in cols.items()]}
+            blobs = [v.data.cast("B") for k, v in cols.items() if k not in const] + [suffix]
         except BaseException as e:  # the parent reads this half itself (and reports any error)
             report = {"error": f"{type(e).__name__}: {e}"}
         hb = msgspec.json.encode(report)
@@ -902,6 +941,9 @@ class _Worker:
                 return None
             theirs = {}
             for k, dt, m in head["cols"]:
+                if k in head["const"]:
+                    theirs[k] = np.full(m, head["const"][k], dtype=dt)
+                    continue
                 arr = np.empty(m, dtype=dt)
                 if m and f.readinto(arr.data.cast("B")) != arr.nbytes:
                     return None
