@@ -155,8 +155,9 @@ def measure(body: str, args: list[str], workers: str = "", src: Path = ROOT) -> 
     if workers:
         env["CGTOOL_TRACE_WORKERS"] = workers
     t0 = time.perf_counter()
+    # cwd: `python -c` puts the working folder first on sys.path, before PYTHONPATH.
     r = subprocess.run([sys.executable, "-c", _WRAP.format(body=body), *args], capture_output=True, text=True,
-                       env=env, stdin=subprocess.DEVNULL)
+                       env=env, stdin=subprocess.DEVNULL, cwd=src)
     wall = time.perf_counter() - t0
     lines = [x for x in r.stderr.splitlines() if x.startswith("@@ ")]
     if r.returncode != 0 or not lines:
@@ -270,7 +271,7 @@ print("@@" + json.dumps(acc))
 def profile(path: Path, info: dict[str, Any], src: Path = ROOT) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(src), "CGTOOL_TRACE_WORKERS": "1"}
     r = subprocess.run([sys.executable, "-c", PROFILE, str(path), info["graph"] or "", json.dumps(PHASES)],
-                       capture_output=True, text=True, env=env)
+                       capture_output=True, text=True, env=env, cwd=src)
     line = [x for x in r.stdout.splitlines() if x.startswith("@@")]
     if r.returncode != 0 or not line:
         raise SystemExit(f"profile failed:\n{r.stderr[-3000:]}")
@@ -316,6 +317,8 @@ for spec in json.loads(sys.argv[1]):
     cols["name"] = [t.names[i] for i in t.name.tolist()]
     cols["launches"] = sorted(t.launches.items())
     out[spec["name"]] = {"deps": [r.to_json(), *more], "columns": cols}
+import cgtool
+out["@cgtool"] = cgtool.__file__
 Path(sys.argv[2]).write_text(json.dumps(out, sort_keys=True))
 """
 
@@ -342,12 +345,13 @@ def check(ref: str, synthetic: list[dict[str, Any]]) -> bool:
         for label, src in (("old", old), ("new", ROOT)):
             p = Path(d) / f"{label}.json"
             r = subprocess.run([sys.executable, "-c", CHECK, json.dumps(specs), str(p)], capture_output=True,
-                               text=True, env={**os.environ, "PYTHONPATH": str(src)})
+                               text=True, env={**os.environ, "PYTHONPATH": str(src)}, cwd=src)
             if r.returncode:
                 raise SystemExit(f"check ({label}) failed:\n{r.stderr[-3000:]}")
             res[label] = json.loads(p.read_text())
     ok = True
-    print(f"\nidentical results against {ref} ({len(specs)} traces: {len(specs) - len(synthetic)} real "
+    print(f"\nold: {res['old'].pop('@cgtool')}, new: {res['new'].pop('@cgtool')}")
+    print(f"identical results against {ref} ({len(specs)} traces: {len(specs) - len(synthetic)} real "
           f"recordings, {len(synthetic)} synthetic):")
     for s in specs:
         a, b = res["old"][s["name"]], res["new"][s["name"]]

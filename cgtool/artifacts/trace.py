@@ -1,9 +1,17 @@
 """Reading chrome traces (cgtool's own, and the PyTorch profiler's) into columns of GPU events.
 
-Decoding is typed (msgspec) and chunked: the outer document is decoded with each event kept as a
-raw slice of the input, then events are decoded 64k at a time into structs holding only the fields
-cgtool uses, and the GPU events of each chunk are moved into numpy columns. Peak memory is the
-file plus the columns plus one chunk. Every form PyTorch writes is accepted:
+Decoding is typed (msgspec) and streamed: the input (a plain file or a gzip stream) is read a
+window at a time; the events in a window, up to the last separator between two of them, are
+decoded in one call into structs holding only the fields cgtool uses, and the GPU events go into
+numpy columns at once (one C-level pass per field, the checks vectorized). Memory is the columns
+plus one window and its events, whatever the file's size. A cut between two events is proven by
+the chunk decoding (see ``_stream_events``); the document around the events is checked as one.
+A plain file of at least PARALLEL_MIN_BYTES is read by two processes (``_Worker``; the number is
+``CGTOOL_TRACE_WORKERS``, default 2 where there are two cores and fork). Input the streaming
+reader does not handle (malformed JSON, an error in an event, FIFOs and devices) goes through the
+whole-document reader (``_load``), which gives the answer or the one error message.
+
+Every form PyTorch writes is accepted:
 
 * ``"graph node id"`` holding the full 64-bit tools id, or only its low 32 bits beside
   ``"graph id"`` (PyTorch's newer CUPTI monitor);
