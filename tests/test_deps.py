@@ -201,26 +201,33 @@ def test_tolerance_changes_what_counts_as_after(data_dir):
     assert strict.n_true + strict.n_fake <= loose.n_true + loose.n_fake
 
 
-def test_two_process_decode_gives_the_same_columns(data_dir, monkeypatch):
-    """The forked second reader (used on big traces) must give exactly what one reader gives."""
+def test_two_process_decode_gives_the_same_columns(data_dir, tmp_path, monkeypatch):
+    """The forked second reader (used on big plain files) must give exactly what one reader gives,
+    with windows small enough that both halves take many chunks."""
     import os
 
     from cgtool.artifacts import trace as T
 
     if not hasattr(os, "fork"):
         pytest.skip("no fork on this platform")
-    path = data_dir / "train_step_trace" / "trace.json.gz"  # several graphs, memsets, eager kernels
-    monkeypatch.setattr(T, "_CHUNK", 16)
+    path = tmp_path / "trace.json"  # several graphs, memsets, eager kernels; plain: the worker seeks
+    path.write_bytes(gzip.decompress((data_dir / "train_step_trace" / "trace.json.gz").read_bytes()))
+    monkeypatch.setattr(T, "WINDOW", 4096)
     monkeypatch.setenv("CGTOOL_TRACE_WORKERS", "1")
     one = T.load_trace(path)
-    monkeypatch.setattr(T, "PARALLEL_MIN_EVENTS", 10)
+    monkeypatch.setattr(T, "PARALLEL_MIN_BYTES", 10)
     monkeypatch.setenv("CGTOOL_TRACE_WORKERS", "2")
+    joined = []
+    real_join = T._Worker.join
+    monkeypatch.setattr(T._Worker, "join", lambda self, acc: joined.append(1) or real_join(self, acc))
     two = T.load_trace(path)
+    assert joined, "the worker's half was not used"
     for col in ("kind", "start", "end", "device", "stream", "correlation", "graph_id", "tools_id",
-                "channel", "channel_type", "seq"):
+                "channel", "channel_type", "seq", "shape", "shared_memory", "nbytes"):
         assert (getattr(one, col) == getattr(two, col)).all(), col
     assert [one.names[i] for i in one.name] == [two.names[i] for i in two.name]
     assert one.launches == two.launches
+    assert one.n_events == two.n_events == len(json.loads(path.read_bytes())["traceEvents"])
     r1, r2 = analyze(one, graphs_from_trace(one)), analyze(two, graphs_from_trace(two))
     assert r1.to_json()["serializations"] == r2.to_json()["serializations"]
 
@@ -235,9 +242,11 @@ def test_two_process_decode_reports_bad_events_in_the_second_half(data_dir, tmp_
     doc = _load_gz(data_dir / "chain_trace" / "trace.json.gz")
     gpu = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
     del gpu[-1]["args"]["stream"]
-    p = _write(tmp_path, "bad.json", doc)
-    monkeypatch.setattr(T, "_CHUNK", 16)
-    monkeypatch.setattr(T, "PARALLEL_MIN_EVENTS", 10)
+    bad = doc["traceEvents"].index(gpu[-1])
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(doc))
+    monkeypatch.setattr(T, "WINDOW", 4096)
+    monkeypatch.setattr(T, "PARALLEL_MIN_BYTES", 10)
     monkeypatch.setenv("CGTOOL_TRACE_WORKERS", "2")
-    with pytest.raises(InvalidInputError, match="lacks args.stream"):
+    with pytest.raises(InvalidInputError, match=rf"traceEvents\[{bad}\] .*lacks args.stream"):
         T.load_trace(p)

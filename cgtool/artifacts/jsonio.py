@@ -18,7 +18,7 @@ import tempfile
 import warnings
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import msgspec
 
@@ -96,41 +96,82 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int | None = DEFAULT_
     never ends, or a gzip bomb, stops there; a device or FIFO whose first bytes are not JSON is
     refused at once. With ``mutable`` the result is a writable buffer (a private mapping of a
     plain file: no copy)."""
-    p = Path(path)
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        raise UsageError(f"No such file: {p}. Check the path (it is relative to {Path.cwd()}).") from None
-    except OSError as e:
-        raise UsageError(f"Cannot read {p}: {e.strerror}.") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"Expected a file but got a directory: {p}.")
-    regular = stat.S_ISREG(st.st_mode)
-    if max_bytes is not None and max_bytes < 1:
-        raise UsageError(f"--max-bytes must be at least 1, not {max_bytes}.")
-    try:
-        f = _open(p, st)
-    except OSError as e:
-        raise UsageError(f"Cannot read {p}: {e.strerror}.") from None
-    with f:
-        head = f.read(_CHUNK)
-        if head[:2] == GZIP_MAGIC:
-            cap = max_bytes if max_bytes is not None else default_cap(gzip_size=st.st_size if regular else
-                                                                      STREAM_MAX_BYTES // GZIP_RATIO)
-            out = _gunzip_capped(f, head, p, cap, max_bytes is not None)
-            return out if mutable else bytes(out)  # type: ignore[return-value]
-        if not regular and not _looks_like_json(head):
-            raise _not_json(p, head, "a device or FIFO")
-        cap = max_bytes if max_bytes is not None else default_cap(stream=not regular)
-        if regular and mutable and len(head) == _CHUNK:
-            size = os.fstat(f.fileno()).st_size
-            if size > cap:
-                raise _too_big(p, cap, max_bytes is not None, "a file")
+    src = Source(path, max_bytes=max_bytes)
+    with src:
+        if src.regular and not src.gzip and mutable and len(src.head) == _CHUNK:
             # A private (copy-on-write) mapping: writable, the file itself never changes,
             # and nothing is read or zero-filled up front.
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # type: ignore[return-value]
-        out = _read_capped(f, head, p, cap, max_bytes is not None, "a file" if regular else "a device or FIFO")
+            return mmap.mmap(src.f.fileno(), 0, access=mmap.ACCESS_COPY)  # type: ignore[return-value]
+        out = bytearray()
+        for piece in src.pieces():
+            out += piece
         return out if mutable else bytes(out)  # type: ignore[return-value]
+
+
+class Source:
+    """One input opened for reading: plain content or gzip (by content), read piece by piece with
+    ``read_bytes``'s checks, each raised when the piece that breaks it is reached: the cap (for a
+    plain regular file, up front from its size), a device or FIFO that does not start like JSON,
+    a truncated or damaged gzip stream.
+
+    ``pieces()`` yields the (decompressed) content once; ``reopen()`` gives a fresh Source of the
+    same path for a second pass, or None where the input cannot be read twice (a FIFO, a device)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, max_bytes: int | None = DEFAULT_MAX_BYTES,
+                 piece: int = _CHUNK) -> None:
+        p = Path(path)
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            raise UsageError(f"No such file: {p}. Check the path (it is relative to {Path.cwd()}).") from None
+        except OSError as e:
+            raise UsageError(f"Cannot read {p}: {e.strerror}.") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"Expected a file but got a directory: {p}.")
+        if max_bytes is not None and max_bytes < 1:
+            raise UsageError(f"--max-bytes must be at least 1, not {max_bytes}.")
+        self.path, self.max_bytes, self.piece = p, max_bytes, max(piece, _CHUNK)
+        self.regular = stat.S_ISREG(st.st_mode)
+        try:
+            self.f = _open(p, st)
+        except OSError as e:
+            raise UsageError(f"Cannot read {p}: {e.strerror}.") from None
+        try:
+            self.head = self.f.read(_CHUNK)
+            self.gzip = self.head[:2] == GZIP_MAGIC
+            if self.gzip:
+                self.cap = max_bytes if max_bytes is not None else default_cap(
+                    gzip_size=st.st_size if self.regular else STREAM_MAX_BYTES // GZIP_RATIO)
+            else:
+                if not self.regular and not _looks_like_json(self.head):
+                    raise _not_json(p, self.head, "a device or FIFO")
+                self.cap = max_bytes if max_bytes is not None else default_cap(stream=not self.regular)
+                if self.regular and st.st_size > self.cap:
+                    raise _too_big(p, self.cap, max_bytes is not None, "a file")
+        except BaseException:
+            self.f.close()
+            raise
+
+    def __enter__(self) -> "Source":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.f.close()
+
+    @property
+    def size(self) -> int | None:
+        """The content's size where it is known before reading (a plain regular file)."""
+        return os.fstat(self.f.fileno()).st_size if self.regular and not self.gzip else None
+
+    def reopen(self) -> "Source | None":
+        return Source(self.path, max_bytes=self.max_bytes, piece=self.piece) if self.regular else None
+
+    def pieces(self) -> Iterator[bytes]:
+        given = self.max_bytes is not None
+        if self.gzip:
+            return _gunzip_pieces(self.f, self.head, self.path, self.cap, given, self.piece)
+        return _read_pieces(self.f, self.head, self.path, self.cap, given,
+                            "a file" if self.regular else "a device or FIFO", self.piece)
 
 
 def _open(p: Path, st: os.stat_result) -> io.BufferedReader:
@@ -152,52 +193,66 @@ def _open(p: Path, st: os.stat_result) -> io.BufferedReader:
         t.cancel()
 
 
-def _read_capped(f: io.BufferedReader, head: bytes, p: Path, cap: int, given: bool, what: str) -> bytearray:
-    # In chunks up to the cap: never ask for a buffer of the cap's size (an address-space limit
+def _read_pieces(f: io.BufferedReader, head: bytes, p: Path, cap: int, given: bool, what: str,
+                 piece: int = _CHUNK) -> Iterator[bytes]:
+    # In pieces up to the cap: never ask for a buffer of the cap's size (an address-space limit
     # would refuse it), and stop a device or an endless stream at the cap.
-    buf = bytearray(head[: cap + 1])
-    while len(buf) <= cap:
-        chunk = f.read(min(_CHUNK, cap + 1 - len(buf)))
+    n = len(head)
+    if n > cap:
+        raise _too_big(p, cap, given, what)
+    if head:
+        yield head
+    while True:
+        chunk = f.read(min(piece, cap + 1 - n))
         if not chunk:
-            return buf
-        buf += chunk
-    raise _too_big(p, cap, given, what)
+            return
+        n += len(chunk)
+        if n > cap:
+            raise _too_big(p, cap, given, what)
+        yield chunk
 
 
-def _gunzip_capped(f: io.BufferedReader, head: bytes, p: Path, cap: int, given: bool) -> bytearray:
-    """Decompress every gzip member, in chunks, stopping at the cap (gzip bombs) and refusing a
+def _gunzip_pieces(f: io.BufferedReader, head: bytes, p: Path, cap: int, given: bool,
+                   piece: int = _CHUNK) -> Iterator[bytes]:
+    """Decompress every gzip member, in pieces, stopping at the cap (gzip bombs) and refusing a
     stream that does not start like JSON, a truncated member, or trailing bytes that are not gzip."""
-    out = bytearray()
+    n = 0
     pending = head
     checked = False
+    first = b""
     try:
         while True:  # one gzip member per turn
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            limited = False  # the last call stopped at its output limit: zlib may hold more output
             while True:
-                if not pending:
+                if not pending and not limited:
                     pending = f.read(_CHUNK)
                     if not pending:
                         raise InvalidInputError(
                             f"{p} is a truncated gzip file (the compressed stream ends early). "
                             "Copy or record the file again.")
-                out += d.decompress(pending, cap + 1 - len(out))
+                limit = min(piece, cap + 1 - n)
+                out = d.decompress(pending, limit)
+                limited = len(out) == limit
                 pending = d.unconsumed_tail
-                while pending and len(out) <= cap and not d.eof:
-                    out += d.decompress(pending, cap + 1 - len(out))
-                    pending = d.unconsumed_tail
-                if not checked and out.strip():
-                    if not _looks_like_json(bytes(out[:64])):
-                        raise _not_json(p, bytes(out[:64]), "a gzip file")
-                    checked = True
-                if len(out) > cap:
+                n += len(out)
+                if not checked:
+                    first = (first + out)[:64]
+                    if first.strip():
+                        if not _looks_like_json(first):
+                            raise _not_json(p, first, "a gzip file")
+                        checked = True
+                if n > cap:
                     raise _too_big(p, cap, given, "gzip")
+                if out:
+                    yield out
                 if d.eof:
                     pending = d.unused_data
                     break
             if not pending:
                 pending = f.read(_CHUNK)
             if not pending:
-                return out
+                return
             while len(pending) < 2:
                 more = f.read(_CHUNK)
                 if not more:

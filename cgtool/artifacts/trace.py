@@ -1,9 +1,17 @@
 """Reading chrome traces (cgtool's own, and the PyTorch profiler's) into columns of GPU events.
 
-Decoding is typed (msgspec) and chunked: the outer document is decoded with each event kept as a
-raw slice of the input, then events are decoded 64k at a time into structs holding only the fields
-cgtool uses, and the GPU events of each chunk are moved into numpy columns. Peak memory is the
-file plus the columns plus one chunk. Every form PyTorch writes is accepted:
+Decoding is typed (msgspec) and streamed: the input (a plain file or a gzip stream) is read a
+window at a time; the events in a window, up to the last separator between two of them, are
+decoded in one call into structs holding only the fields cgtool uses, and the GPU events go into
+numpy columns at once (one C-level pass per field, the checks vectorized). Memory is the columns
+plus one window and its events, whatever the file's size. A cut between two events is proven by
+the chunk decoding (see ``_stream_events``); the document around the events is checked as one.
+A plain file of at least PARALLEL_MIN_BYTES is read by two processes (``_Worker``; the number is
+``CGTOOL_TRACE_WORKERS``, default 2 where there are two cores and fork). Input the streaming
+reader does not handle (malformed JSON, an error in an event, FIFOs and devices) goes through the
+whole-document reader (``_load``), which gives the answer or the one error message.
+
+Every form PyTorch writes is accepted:
 
 * ``"graph node id"`` holding the full 64-bit tools id, or only its low 32 bits beside
   ``"graph id"`` (PyTorch's newer CUPTI monitor);
@@ -24,14 +32,15 @@ from pathlib import Path
 import math
 import re
 import warnings
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Iterator, Literal, Union, get_args
 
 import msgspec
 import numpy as np
 
 from cgtool.artifacts.graph import LOW32, MAX_EXEC_GRAPH_ID
 from cgtool.errors import InputWarning, InvalidInputError
-from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, decode, describe_json_error, field_error, not_utf8, read_bytes, too_deep
+from cgtool.artifacts.jsonio import (DEFAULT_MAX_BYTES, Source, decode, describe_json_error, field_error, not_utf8,
+                                    read_bytes, too_deep)
 
 #: Event categories of GPU work, and the kind cgtool gives each.
 GPU_CATS = {"kernel": 0, "gpu_memcpy": 1, "gpu_memset": 2, "Kernel": 0, "Memcpy": 1, "Memset": 2}
@@ -43,6 +52,7 @@ _CHUNK = 1 << 16
 _Id = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
 _GraphId = Annotated[int, msgspec.Meta(ge=0, le=MAX_EXEC_GRAPH_ID)]
 _Small = Annotated[int, msgspec.Meta(ge=0, le=(1 << 31) - 1)]
+_Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
 #: Plausible times (µs): a timestamp within ±30 years, a duration under 11 days.
 MAX_ABS_TS_US = 1e15
 MAX_DUR_US = 1e12
@@ -61,12 +71,12 @@ class _Args(msgspec.Struct, gc=False):
 
 class _ShapeArgs(msgspec.Struct, gc=False):
     """Launch shape (kernels) and size (memcpy/memset), as the profilers write them. Decoded in a
-    second pass, only for GPU events without a node id (they are matched by shape)."""
+    second pass, only for chunks with GPU events without a node id (they are matched by shape)."""
 
-    grid: Union[list[int], None] = None
-    block: Union[list[int], None] = None
-    shared_memory: int = msgspec.field(name="shared memory", default=-1)
-    nbytes: int = msgspec.field(name="bytes", default=-1)
+    grid: Union[tuple[int, ...], None] = None  # tuples: a (grid, block) pair keys a cache of launch_shape
+    block: Union[tuple[int, ...], None] = None
+    shared_memory: _Int64 = msgspec.field(name="shared memory", default=-1)
+    nbytes: _Int64 = msgspec.field(name="bytes", default=-1)
 
 
 class _ShapeEvent(msgspec.Struct, gc=False):
@@ -74,6 +84,8 @@ class _ShapeEvent(msgspec.Struct, gc=False):
 
 
 _shape_event = msgspec.json.Decoder(_ShapeEvent)
+_shape_chunk = msgspec.json.Decoder(list[_ShapeEvent])
+_raw_chunk = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 #: Categories PyTorch's profiler and cgtool write. Decoded as a Literal, a category costs no new
@@ -205,18 +217,41 @@ def _bad(source: str, msg: str) -> InvalidInputError:
 
 
 def load_trace(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Trace:
-    """Parse a trace file (gzip detected by content). Errors are InvalidInputError (exit 4)."""
+    """Parse a trace file (gzip detected by content). Errors are InvalidInputError (exit 4).
+
+    The file is streamed (see the module's docstring): its events are decoded a window at a time
+    and only their columns are kept. Anything the streaming reader does not handle (malformed
+    JSON, a second ``traceEvents``, an error in an event) sends the file through the whole-document
+    reader, which gives the answer or the error every reader of cgtool gives."""
     src = str(path)
-    data = read_bytes(path, max_bytes=max_bytes, mutable=True)
     # A million new objects would trigger Python's cyclic GC over and over (none of them form
     # cycles), which makes loading superlinear: pause it for the load.
     was = gc.isenabled()
     gc.disable()
     try:
-        return _load(data, src)
+        with Source(path, max_bytes=max_bytes, piece=WINDOW) as source:
+            if not source.regular:  # a FIFO or a device: it can be read only once
+                data = bytearray()
+                for piece in source.pieces():
+                    data += piece
+                return _load(data, src)
+            try:
+                return _load_streaming(source, src)
+            except _Fallback:
+                pass
+            except _SourceError as e:
+                raise e.error from None
+        return _load_whole(path, src, max_bytes)
     finally:
         if was:
             gc.enable()
+
+
+def _load_whole(path: str | Path, src: str, max_bytes: int | None) -> Trace:
+    data = read_bytes(path, max_bytes=max_bytes, mutable=True)
+    try:
+        return _load(data, src)
+    finally:
         close = getattr(data, "close", None)
         if close is not None:
             try:
@@ -241,7 +276,11 @@ def load_trace_and_doc(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_
             gc.enable()
 
 
+# --------------------------------------------------------------------------- the whole-document reader
 def _load(data: Any, src: str) -> Trace:
+    """The whole document in memory: the outer object decoded with each event kept as a raw slice,
+    then the events 64k at a time (the reader for FIFOs and devices, and the fallback of the
+    streaming one: it gives every error message of cgtool's trace reader)."""
     try:
         outer = _outer.decode(data)
     except RecursionError:
@@ -249,47 +288,68 @@ def _load(data: Any, src: str) -> Trace:
     except UnicodeDecodeError as e:
         raise not_utf8(src, e) from None
     except msgspec.ValidationError as e:
-        raise _bad(src, f"is not a chrome trace cgtool can read ({field_error(e)}). Expected an object with a "
-                   "'traceEvents' list, as torch.profiler and `cgtool trace` write.") from None
+        raise _not_a_trace(src, e) from None
     except msgspec.DecodeError as e:
         raise InvalidInputError(describe_json_error(src, data, e)) from None
     try:
-        return _columns(outer, data, src)
+        meta = _meta(outer.cgtool, src)
+        raw = outer.traceEvents
+        acc = _Acc(src)
+        base = _addr(data) if len(data) else 0
+        part: list[msgspec.Raw] = []
+        for lo in range(0, len(raw), _CHUNK):
+            part = raw[lo:lo + _CHUNK]
+            first = _addr(part[0]) - base
+            _decode_span(data, first, _addr(part[-1]) - base + len(part[-1]), acc)
+        n_raw = len(raw)
+        del raw, outer, part  # the raw slices point into data: release them before it is closed
+        return _finish(acc, meta, n_raw, src)
     except RecursionError:
         raise too_deep(src) from None
     except UnicodeDecodeError as e:
         raise not_utf8(src, e) from None
 
 
-_COLS = ("kind", "name", "start", "dur", "seq", "stream", "corr", "device", "gid", "nid", "chan", "ctype",
-         "shape", "smem", "nbytes")
-_ARGS, _NAME, _CAT, _TS, _DUR = (attrgetter(k) for k in ("args", "name", "cat", "ts", "dur"))
-_CTYPE = attrgetter("channel_type")
-_ARG_COLS = [(c, attrgetter(f)) for c, f in (("stream", "stream"), ("corr", "correlation"), ("device", "device"),
-                                             ("gid", "graph_id"), ("nid", "graph_node_id"), ("chan", "channel"))]
+def _not_a_trace(src: str, e: Exception) -> InvalidInputError:
+    return _bad(src, f"is not a chrome trace cgtool can read ({field_error(e)}). Expected an object with a "
+                "'traceEvents' list, as torch.profiler and `cgtool trace` write.")
+
+
+def _meta(raw: msgspec.Raw, src: str) -> dict[str, Any] | None:
+    if bytes(raw) in (b"null", b""):
+        return None
+    meta = decode(raw, f"{src} (its 'cgtool' block)")
+    if not isinstance(meta, dict):
+        raise _bad(src, "its 'cgtool' block should be an object.")
+    _check_meta(meta, src)
+    return meta
 
 
 def _addr(b: Any) -> int:
     return int(np.frombuffer(b, np.uint8).__array_interface__["data"][0])
 
 
-def _chunk_events(buf: bytearray, base: int, part: list[msgspec.Raw], lo: int, src: str) -> list[Any]:
-    """Typed events of one chunk; args decoded in the same pass when every event's args fit.
-
-    The chunk is decoded in place: the separator before its first event becomes ``[`` and the one
-    after its last becomes ``]`` for the duration of the decode (no copy of the chunk's bytes)."""
-    s = _addr(part[0]) - base
-    e = _addr(part[-1]) - base + len(part[-1])
+def _decode_span(buf: Any, s: int, e: int, acc: "_Acc") -> None:
+    """Decode the events in ``buf[s:e]`` (a run of whole events and the separators between them)
+    into ``acc``'s columns. The span is decoded in place: the byte before it becomes ``[`` and the
+    one after it ``]`` for the duration of the decode (no copy of the events' bytes)."""
     saved = buf[s - 1], buf[e]
     buf[s - 1], buf[e] = 0x5B, 0x5D  # "[" and "]"
+    mv = memoryview(buf)
+    blob = mv[s - 1:e + 1]
     try:
-        with memoryview(buf) as mv:
-            return _decode_chunk(mv[s - 1:e + 1], lo, src)
+        _columnize(_decode_chunk(blob, acc.n, acc.src), blob, acc)
     finally:
         buf[s - 1], buf[e] = saved
+        try:  # released so that the buffer can grow again (an error's traceback may still hold views)
+            blob.release()
+            mv.release()
+        except BufferError:  # pragma: no cover - only while an error propagates
+            pass
 
 
 def _decode_chunk(blob: Any, lo: int, src: str) -> list[Any]:
+    """Typed events of one chunk; args decoded in the same pass when every event's args fit."""
     try:
         return _chunk_known.decode(blob)
     except msgspec.ValidationError:
@@ -346,84 +406,453 @@ def _event_error(e: Exception, blob: Any, base: int, prefix: str = "") -> str:
     return f"{path}: {msg[0].lower() + msg[1:]}{got}"
 
 
-@dataclass
-class _Part:
-    """GPU-event columns of a range of chunks, with the names they index."""
+# --------------------------------------------------------------------------- events -> columns
+class _Codes(dict[str, int]):
+    """Category -> 0, 1, 2 (the GPU kinds), 3 (runtime: graph launches), 4 (anything else)."""
 
-    cols: dict[str, np.ndarray]
-    names: list[str]
-    launches: dict[int, float]
-    ct_names: list[str]
+    def __missing__(self, key: str) -> int:
+        return 4
 
 
+_CODE = _Codes({**{c: 4 for c in get_args(_KnownCat)}, **GPU_CATS, **{c: 3 for c in _RUNTIME_CATS}})
+
+
+class _ShapeKeys(dict[tuple[Any, Any], int]):
+    """(grid, block) -> launch_shape, computed once per distinct pair."""
+
+    def __missing__(self, key: tuple[Any, Any]) -> int:
+        v = self[key] = launch_shape(*key)
+        return v
+
+
+_COLS = ("kind", "name", "start", "dur", "seq", "stream", "corr", "device", "gid", "nid", "chan", "ctype",
+         "shape", "smem", "nbytes")
 _DTYPES = {"kind": np.int8, "name": np.int32, "start": np.float64, "dur": np.float64}
+_ARGS, _NAME, _CAT, _TS, _DUR, _PH = (attrgetter(k) for k in ("args", "name", "cat", "ts", "dur", "ph"))
+_CTYPE = attrgetter("channel_type")
+_ARG_COLS = [(c, attrgetter(f)) for c, f in (("stream", "stream"), ("corr", "correlation"), ("device", "device"),
+                                             ("gid", "graph_id"), ("nid", "graph_node_id"), ("chan", "channel"))]
+_GRID, _BLOCK, _SMEM, _NBYTES = (attrgetter(k) for k in ("grid", "block", "shared_memory", "nbytes"))
+_NO_ARGS = _Args()
+_NO_SHAPE = _ShapeArgs()
 
 
-def _scan(buf: Any, base: int, raw: list[msgspec.Raw], lo0: int, hi0: int, src: str) -> _Part:
-    """Decode chunks of ``raw[lo0:hi0]`` and keep their GPU events as numpy columns."""
-    names: dict[str, int] = {}
-    launches: dict[int, float] = {}
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in _COLS}
-    ct_names: list[str] = []
-    cats = GPU_CATS
-    for lo in range(lo0, hi0, _CHUNK):
-        evs = _chunk_events(buf, base, raw[lo:min(lo + _CHUNK, hi0)], lo, src)
-        for k, c in enumerate(map(_CAT, evs)):
-            if c in _RUNTIME_CATS:
-                e = evs[k]
-                if e.ph == "X" and e.name.startswith("cudaGraphLaunch") and e.args is not None \
-                        and e.args.correlation >= 0:
-                    if e.args.correlation in launches:
-                        raise _bad(src, f"traceEvents[{lo + k}]: a second cudaGraphLaunch with correlation id "
-                                   f"{e.args.correlation}; every launch has its own, so the replays cannot be told "
-                                   "apart (the file was edited or merged). Record the trace again.")
-                    if not math.isfinite(e.ts):
-                        raise _bad(src, f"traceEvents[{lo + k}] (cudaGraphLaunch) has no valid ts ({e.ts}).")
-                    launches[e.args.correlation] = e.ts
-        idx = [k for k, c in enumerate(map(_CAT, evs)) if c in cats]
-        idx = [k for k in idx if evs[k].ph == "X"]
-        gpu = [evs[k] for k in idx]
-        del evs
-        for k, e in zip(idx, gpu):
-            a = e.args
-            if a is None or a.stream < 0 or a.correlation < 0:
-                raise _bad(src, f"traceEvents[{lo + k}] ({e.cat} {e.name[:40]!r}) lacks args.stream or "
-                           "args.correlation, which every profiler writes for GPU events.")
-            if not (abs(e.ts) < MAX_ABS_TS_US and 0 <= e.dur < MAX_DUR_US):
-                what = ("no 'ts'" if math.isnan(e.ts) else "no 'dur'" if math.isnan(e.dur) else
-                        f"a negative duration ({e.dur})" if e.dur < 0 else f"an implausible time (ts {e.ts}, dur {e.dur} µs)")
-                raise _bad(src, f"traceEvents[{lo + k}] ({e.cat} {e.name[:40]!r}) has {what}; every GPU event "
-                           "needs a start and a duration. Record the trace again.")
-        n = len(gpu)
-        args = list(map(_ARGS, gpu))
-        nm = list(map(_NAME, gpu))
-        for x in set(nm).difference(names):
-            names[x] = len(names)
-        # Each chunk goes straight into numpy: no column of Python objects is ever built.
-        parts["kind"].append(np.fromiter(map(cats.__getitem__, map(_CAT, gpu)), np.int8, n))
-        parts["name"].append(np.fromiter(map(names.__getitem__, nm), np.int32, n))
-        parts["start"].append(np.fromiter(map(_TS, gpu), np.float64, n))
-        parts["dur"].append(np.fromiter(map(_DUR, gpu), np.float64, n))
-        parts["seq"].append(np.array(idx, dtype=np.int64) + lo)
-        for col_name, get in _ARG_COLS:
-            parts[col_name].append(np.fromiter(map(get, args), np.int64, n))
-        shape, smem, nbytes = np.zeros(n, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64)
-        for j in np.flatnonzero(parts["nid"][-1] < 0).tolist():  # no node id: matched by shape
-            shape[j], smem[j], nbytes[j] = _shape_of(raw[lo + idx[j]])
-        parts["shape"].append(shape)
-        parts["smem"].append(smem)
-        parts["nbytes"].append(nbytes)
+class _Acc:
+    """The columns of the GPU events decoded so far (one list of arrays per column), the names
+    they index, the graph launches, and the number of events (of any kind) seen."""
+
+    def __init__(self, src: str) -> None:
+        self.src = src
+        self.names: dict[str, int] = {}
+        self.launches: dict[int, float] = {}
+        self.ct_names: list[str] = []
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _COLS}
+        self.shapes = _ShapeKeys()
+        self.n = 0  # events seen: the traceEvents index of the next one
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The columns, each concatenated once (its parts released as it goes)."""
+        out = {}
+        for k in _COLS:
+            v = self.parts.pop(k)
+            out[k] = np.concatenate(v) if v else np.zeros(0, _DTYPES.get(k, np.int64))
+            del v
+        self.parts = {k: [] for k in _COLS}
+        return out
+
+
+def _columnize(evs: list[Any], blob: Any, acc: _Acc) -> None:
+    """The GPU events of one decoded chunk into ``acc``'s columns, and its graph launches.
+
+    Hand-written for speed, measured by benchmarks/bench_deps.py: every per-event step is one
+    C-level pass (``map`` of an attrgetter into ``np.fromiter``) and every check is vectorized
+    over the chunk; the Python loops run only over graph launches and over a chunk with an
+    error, to name its first bad event exactly as the per-event checks did."""
+    src, lo, n_all = acc.src, acc.n, len(evs)
+    code = np.fromiter(map(_CODE.__getitem__, map(_CAT, evs)), np.int8, n_all)
+    launches = acc.launches
+    for k in np.flatnonzero(code == 3).tolist():
+        e = evs[k]
+        if e.ph == "X" and e.name.startswith("cudaGraphLaunch") and e.args is not None \
+                and e.args.correlation >= 0:
+            if e.args.correlation in launches:
+                raise _bad(src, f"traceEvents[{lo + k}]: a second cudaGraphLaunch with correlation id "
+                           f"{e.args.correlation}; every launch has its own, so the replays cannot be told "
+                           "apart (the file was edited or merged). Record the trace again.")
+            if not math.isfinite(e.ts):
+                raise _bad(src, f"traceEvents[{lo + k}] (cudaGraphLaunch) has no valid ts ({e.ts}).")
+            launches[e.args.correlation] = e.ts
+    gi = np.flatnonzero(code < 3)
+    gpu = list(map(evs.__getitem__, gi.tolist()))
+    x = np.fromiter(map("X".__eq__, map(_PH, gpu)), bool, len(gpu))
+    if not x.all():  # instant or begin/end events of GPU categories: not GPU work
+        gi = gi[x]
+        gpu = list(map(evs.__getitem__, gi.tolist()))
+    del evs
+    n = len(gpu)
+    acc.n += n_all
+    if not n:
+        return
+    args = list(map(_ARGS, gpu))
+    has_args = None not in args
+    if not has_args:
+        args = [_NO_ARGS if a is None else a for a in args]
+    ts = np.fromiter(map(_TS, gpu), np.float64, n)
+    dur = np.fromiter(map(_DUR, gpu), np.float64, n)
+    cols = {c: np.fromiter(map(get, args), np.int64, n) for c, get in _ARG_COLS}
+    bad_ids = (cols["stream"] < 0) | (cols["corr"] < 0)
+    with np.errstate(invalid="ignore"):
+        bad_time = ~((np.abs(ts) < MAX_ABS_TS_US) & (dur >= 0) & (dur < MAX_DUR_US))
+    if bad_ids.any() or bad_time.any():
+        k = int(np.flatnonzero(bad_ids | bad_time)[0])
+        e = gpu[k]
+        if bad_ids[k]:
+            raise _bad(src, f"traceEvents[{lo + int(gi[k])}] ({e.cat} {e.name[:40]!r}) lacks args.stream or "
+                       "args.correlation, which every profiler writes for GPU events.")
+        what = ("no 'ts'" if math.isnan(e.ts) else "no 'dur'" if math.isnan(e.dur) else
+                f"a negative duration ({e.dur})" if e.dur < 0 else f"an implausible time (ts {e.ts}, dur {e.dur} µs)")
+        raise _bad(src, f"traceEvents[{lo + int(gi[k])}] ({e.cat} {e.name[:40]!r}) has {what}; every GPU event "
+                   "needs a start and a duration. Record the trace again.")
+    names = acc.names
+    nm = list(map(_NAME, gpu))
+    for s in dict.fromkeys(nm):
+        if s not in names:
+            names[s] = len(names)
+    p = acc.parts
+    p["kind"].append(code[gi])
+    p["name"].append(np.fromiter(map(names.__getitem__, nm), np.int32, n))
+    p["start"].append(ts)
+    p["dur"].append(dur)
+    p["seq"].append(gi.astype(np.int64) + lo)
+    for c in cols:
+        p[c].append(cols[c])
+    try:
+        p["ctype"].append(np.fromiter(map(_CTYPE, args), np.int64, n))
+    except (TypeError, ValueError):  # channel types written as names
+        p["ctype"].append(np.fromiter((_ctype(a.channel_type, acc.ct_names) for a in args), np.int64, n))
+    shape, smem, nbytes = np.zeros(n, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    need = np.flatnonzero(cols["nid"] < 0)  # no node id: matched by shape
+    if len(need):
+        sargs = _shape_args(blob, gi[need].tolist())
+        shape[need] = np.fromiter(map(acc.shapes.__getitem__, zip(map(_GRID, sargs), map(_BLOCK, sargs))),
+                                  np.int64, len(need))
+        smem[need] = np.fromiter(map(_SMEM, sargs), np.int64, len(need))
+        nbytes[need] = np.fromiter(map(_NBYTES, sargs), np.int64, len(need))
+    p["shape"].append(shape)
+    p["smem"].append(smem)
+    p["nbytes"].append(nbytes)
+
+
+def _shape_args(blob: Any, at: list[int]) -> list[_ShapeArgs]:
+    """Launch shape and size args of the chunk's events at positions ``at`` (unknown values where
+    absent or malformed): a second decode of the chunk that reads only them."""
+    try:
+        evs = _shape_chunk.decode(blob)
+        args = list(map(_ARGS, map(evs.__getitem__, at)))
+        return args if None not in args else [_NO_SHAPE if a is None else a for a in args]
+    except msgspec.MsgspecError:  # some event's shape args are malformed: event by event
+        raws = _raw_chunk.decode(blob)
         try:
-            parts["ctype"].append(np.fromiter(map(_CTYPE, args), np.int64, n))
-        except (TypeError, ValueError):  # channel types written as names
-            parts["ctype"].append(np.fromiter((_ctype(a.channel_type, ct_names) for a in args), np.int64, n))
-        del gpu, args
-    cols = {k: (np.concatenate(v) if v else np.zeros(0, _DTYPES.get(k, np.int64))) for k, v in parts.items()}
-    return _Part(cols, list(names), launches, ct_names)
+            return [_shape_of(raws[k]) for k in at]
+        finally:
+            del raws  # they point into the buffer
 
 
-#: Traces with at least this many events are decoded by two processes (where fork exists).
-PARALLEL_MIN_EVENTS = 300_000
+def _shape_of(raw_event: msgspec.Raw) -> _ShapeArgs:
+    """The shape args of one event; unknown values where absent or malformed."""
+    try:
+        a = _shape_event.decode(raw_event).args
+    except msgspec.MsgspecError:
+        return _NO_SHAPE
+    return _NO_SHAPE if a is None else a
+
+
+# --------------------------------------------------------------------------- the streaming reader
+#: Bytes of events decoded at a time: a chunk is the whole events inside a window of this size.
+#: The reader holds about this much input, one chunk's decoded events and the columns.
+WINDOW = 8 << 20
+#: Plain files at least this big are read by two processes (where fork exists): see _Worker.
+PARALLEL_MIN_BYTES = 64 << 20
+_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_SEP = re.compile(rb"\}\s*,\s*\{")
+_END = re.compile(rb"\}\s*\]")
+
+
+class _Fallback(Exception):
+    """Something the streaming reader does not handle (malformed JSON, an unusual layout, an
+    error to report): read the whole document instead."""
+
+
+class _SourceError(Exception):
+    """An error of the input itself, met while streaming: raised as it is, with no second reading."""
+
+    def __init__(self, error: InvalidInputError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class _Probe(msgspec.Struct):
+    """Any JSON object (its keys are skipped)."""
+
+
+_probe = msgspec.json.Decoder(_Probe)
+
+
+class _Buf:
+    """A growing window on a stream of pieces: ``b`` holds the stream from offset ``off`` on."""
+
+    def __init__(self, pieces: Iterator[bytes], off: int = 0) -> None:
+        self.b = bytearray()
+        self.it = pieces
+        self.eof = False
+        self.off = off
+
+    def more(self) -> bool:
+        if self.eof:
+            return False
+        try:
+            piece = next(self.it)
+        except StopIteration:
+            self.eof = True
+            return False
+        except InvalidInputError as e:  # the input itself (the cap, a damaged gzip stream): reported as is
+            raise _SourceError(e) from None
+        self.b += piece
+        return True
+
+    def fill(self, n: int) -> None:
+        while len(self.b) < n and self.more():
+            pass
+
+    def rest(self) -> bytes:
+        while self.more():
+            pass
+        return bytes(self.b)
+
+    def drop(self, k: int) -> None:
+        """Forget ``b[:k]`` (bytearray deletes from the front without moving the rest)."""
+        if k > 0:
+            del self.b[:k]
+            self.off += k
+
+
+def _find_events(buf: _Buf) -> int:
+    """Index in ``buf.b`` just after the ``[`` of the top-level ``traceEvents`` array. A match of
+    ``"traceEvents": [`` counts only when the bytes before it end a valid prefix of the top-level
+    object (checked by decoding them closed with an empty array): not inside a string or a nested
+    value."""
+    tried: set[int] = set()
+    start = 0
+    while True:
+        for m in _KEY.finditer(buf.b, start):
+            if m.start() in tried:
+                continue
+            tried.add(m.start())
+            try:
+                _probe.decode(bytes(buf.b[:m.start()]) + b'"traceEvents":[]}')
+                return m.end()
+            except (msgspec.MsgspecError, RecursionError, UnicodeDecodeError):
+                continue
+        start = max(0, len(buf.b) - 4096)
+        if not buf.more():
+            raise _Fallback
+
+
+def _last_sep(b: bytearray, lo: int, hi: int) -> tuple[int, int]:
+    """The last event separator ``}`` , ``{`` with its ``{`` in ``b[lo:hi]``: (index of the ``}``,
+    index of the ``{``), or (-1, -1). Looked for in the window's last 64 KiB first."""
+    for start in (max(lo, hi - 65536), lo):
+        last = None
+        for last in _SEP.finditer(b, start, hi):
+            pass
+        if last is not None:
+            return last.start(), last.end() - 1
+        if start == lo:
+            break
+    return -1, -1
+
+
+def _stream_events(buf: _Buf, pos: int, acc: _Acc, stop: int | None = None) -> int:
+    """Decode the events from ``buf.b[pos]`` (the first byte of an event, a boundary known to be
+    right) to the end of the array: returns the index in ``buf.b`` just after its ``]``. With
+    ``stop`` (a stream offset): end instead with the event whose ``}`` is there and return -1
+    (``buf.b`` then starts just after it), unless no chunk decodes ending there: then read on to
+    the end of the array as without it.
+
+    A chunk is cut after the last separator ``}``, ``{`` in the window. A cut is right when the
+    chunk decodes: the chunk starts at a known boundary, so the decoder is in the state the whole
+    document's decoder would be in, and a cut inside a string or a nested value leaves it
+    unfinished ("truncated"). Then an earlier separator is tried; a chunk that runs past the
+    array's end (a separator in what follows it) fails with "trailing characters", and the end
+    is looked for among the ``]`` after a ``}``."""
+    b = buf.b
+    if b[pos] == 0x5D:  # "]": an empty array
+        return pos + 1
+    window = WINDOW
+    while True:
+        buf.fill(pos + window + 1)
+        b = buf.b
+        hi = min(len(b), pos + window)
+        if stop is not None and stop - buf.off < hi:  # the bound is in this window: cut there
+            c = stop - buf.off
+            try:
+                if b[c] != 0x7D:
+                    raise _Fallback
+                _decode_span(b, pos, c + 1, acc)
+            except (_Fallback, msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+                stop = None  # not a boundary between events: read on (the worker's part is dropped)
+                continue
+            buf.drop(c + 1)
+            return -1
+        if buf.eof and len(b) - pos <= window:
+            return _last_chunk(buf, pos, acc)
+        c, j = _last_sep(b, pos, hi)
+        for _ in range(8):
+            if c < 0:
+                break
+            try:
+                _decode_span(b, pos, c + 1, acc)
+                break
+            except msgspec.DecodeError as e:
+                if "truncated" in str(e):  # the cut fell inside an event: an earlier one
+                    c, j = _last_sep(b, pos, c)
+                    continue
+                if "trailing" in str(e):  # the array ended inside the chunk
+                    return _last_chunk(buf, pos, acc)
+                raise _Fallback from None
+            except (UnicodeDecodeError, RecursionError):
+                raise _Fallback from None
+        else:
+            c = -1
+        if c < 0:  # an event longer than the window, or separators only inside events: a wider one
+            if buf.eof and len(b) - pos <= window:
+                return _last_chunk(buf, pos, acc)
+            window *= 2
+            if window > 64 * WINDOW:
+                raise _Fallback
+            continue
+        window = WINDOW
+        buf.drop(j - 1)
+        b = buf.b
+        pos = 1
+
+
+_NON_WS = re.compile(rb"[^ \t\r\n]")
+
+
+def _skip_ws(b: bytearray, i: int) -> int:
+    m = _NON_WS.search(b, i)
+    return len(b) if m is None else m.start()
+
+
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+_probe_list = msgspec.json.Decoder(list[_Probe])
+
+
+def _last_chunk(buf: _Buf, pos: int, acc: _Acc) -> int:
+    """The events up to the array's end, which lies after ``pos``. The rest of the input is
+    parsed as one array (each event skipped): the decoder stops at the array's ``]`` and says
+    where the bytes after it start. Failing that, the first ``]`` after a ``}`` where the chunk
+    decodes (a ``]`` inside the last events leaves the chunk truncated)."""
+    buf.fill(len(buf.b) + 1)
+    b = buf.b
+    end = -1
+    saved = b[pos - 1]
+    b[pos - 1] = 0x5B  # "["
+    try:
+        with memoryview(b) as mv, mv[pos - 1:] as rest:
+            _probe_list.decode(rest)
+    except msgspec.DecodeError as err:
+        m = _TRAILING.search(str(err))
+        if m is not None:  # "byte N": one past the first byte after the array
+            end = pos - 1 + len(bytes(b[pos - 1:pos - 2 + int(m.group(1))]).rstrip()) - 1
+    except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+        pass
+    finally:
+        b[pos - 1] = saved
+    if end > pos and b[end] == 0x5D:
+        try:
+            _decode_span(b, pos, end, acc)
+            return end + 1
+        except msgspec.DecodeError:
+            pass
+        except (UnicodeDecodeError, RecursionError):
+            raise _Fallback from None
+    i = pos
+    for _ in range(64):
+        m2 = _END.search(b, i)
+        if m2 is None:
+            raise _Fallback
+        e = m2.end() - 1
+        try:
+            _decode_span(b, pos, e, acc)  # the span's own "]" is the array's
+            return e + 1
+        except msgspec.DecodeError as err:
+            if "truncated" not in str(err):
+                raise _Fallback from None
+        except (UnicodeDecodeError, RecursionError):
+            raise _Fallback from None
+        i = e + 1
+    raise _Fallback
+
+
+def _load_streaming(source: Source, src: str) -> Trace:
+    buf = _Buf(source.pieces())
+    start = _find_events(buf)
+    prefix = bytes(buf.b[:start - 1])
+    buf.drop(start - 1)  # keep the "[": a chunk's first byte is overwritten during its decode
+    acc = _Acc(src)
+    while True:  # whitespace before the first event (dropped as it is read: it may be long)
+        first = _skip_ws(buf.b, 1)
+        if first < len(buf.b):
+            break
+        buf.drop(len(buf.b) - 1)
+        if not buf.more():
+            raise _Fallback  # the document ends inside the array
+    worker = _Worker.start(source, buf.off + first, src)
+    try:
+        try:
+            if worker is not None:
+                end = _stream_events(buf, first, acc, stop=worker.stop)
+                if end == -1:
+                    suffix = worker.join(acc)
+                    if suffix is not None:
+                        return _finish_streamed(acc, prefix, suffix, src)
+                    # The worker's part is read here instead: from the event after the bound.
+                    buf.fill(len(buf.b) + 1)
+                    k = _skip_ws(buf.b, 0)
+                    if buf.b[k:k + 1] != b",":
+                        raise _Fallback
+                    k = _skip_ws(buf.b, k + 1)
+                    buf.drop(k - 1)
+                    end = _stream_events(buf, 1, acc)
+            else:
+                end = _stream_events(buf, first, acc)
+        except InvalidInputError:
+            raise _Fallback from None
+        if end < 0:
+            raise _Fallback
+        buf.rest()
+        return _finish_streamed(acc, prefix, bytes(buf.b[end:]), src)
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+def _finish_streamed(acc: _Acc, prefix: bytes, suffix: bytes, src: str) -> Trace:
+    """Check the document around the events (prefix, an empty array, suffix) as the whole-document
+    reader would, then finish the columns."""
+    try:
+        outer = _outer.decode(prefix + b"[]" + suffix)
+    except (msgspec.MsgspecError, RecursionError, UnicodeDecodeError):
+        raise _Fallback from None
+    if outer.traceEvents:  # a second "traceEvents" key: the whole-document reader takes the last
+        raise _Fallback
+    try:
+        meta = _meta(outer.cgtool, src)
+    except InvalidInputError:
+        raise _Fallback from None
+    return _finish(acc, meta, acc.n, src)
 
 
 def _workers() -> int:
@@ -433,110 +862,149 @@ def _workers() -> int:
     return 2 if (os.cpu_count() or 1) >= 2 and hasattr(os, "fork") else 1
 
 
-def _scan_all(buf: Any, base: int, raw: list[msgspec.Raw], src: str) -> _Part:
-    """All chunks; on big traces the second half in a forked process (the mapping is shared
-    copy-on-write), its columns sent back as raw bytes over a pipe (nothing is pickled)."""
-    n = len(raw)
-    if n < PARALLEL_MIN_EVENTS or _workers() < 2:
-        return _scan(buf, base, raw, 0, n, src)
-    split = (n // 2 // _CHUNK + 1) * _CHUNK
-    if split >= n:
-        return _scan(buf, base, raw, 0, n, src)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the worker: scan the second half, report, exit without cleanup
-        code = 0
-        try:
-            os.close(r)
-            report: dict[str, Any]
-            blobs: list[bytes]
+class _Worker:
+    """The second half of a big plain file, read by a forked process.
+
+    The split is the first event separator after the middle byte; the worker starts after it and
+    reads to the array's end, the parent reads up to it. Whether the separator is really one
+    between two events (and not inside a string) is proven by the parent's chunk that ends there
+    decoding; until then the worker's result is a guess. A result that cannot be used (a wrong
+    guess, any error in the worker, a launch id found in both halves) is dropped and the parent
+    reads that half itself, so errors are reported as the one-process reader reports them. The
+    worker's columns come back as raw bytes over a pipe (nothing is pickled)."""
+
+    def __init__(self, pid: int, fd: int, stop: int) -> None:
+        self.pid, self.fd, self.stop = pid, fd, stop
+
+    @classmethod
+    def start(cls, source: Source, first: int, src: str) -> "_Worker | None":
+        size = source.size
+        if size is None or size < PARALLEL_MIN_BYTES or _workers() < 2:
+            return None
+        mid = max(size // 2, first + 1)
+        fd = source.f.fileno()
+        window = os.pread(fd, 1 << 20, mid)
+        m = _SEP.search(window)
+        if m is None:
+            return None
+        stop, begin = mid + m.start(), mid + m.end() - 1
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker: read the second half, report, exit without cleanup
+            code = 0
             try:
-                part = _scan(buf, base, raw, split, n, src)
-                report = {"names": part.names, "ct_names": part.ct_names, "launches": list(part.launches.items()),
-                        "cols": [(k, str(v.dtype), len(v)) for k, v in part.cols.items()]}
-                blobs = [v.tobytes() for v in part.cols.values()]
-            except InvalidInputError as e:
-                report, blobs = {"error": e.message}, []
-            except RecursionError:
-                report, blobs = {"error": too_deep(src).message}, []
-            except UnicodeDecodeError as e:
-                report, blobs = {"error": not_utf8(src, e).message}, []
-            except BaseException as e:  # reported by the parent as an internal error
-                report, blobs = {"error": f"internal error in the trace reader: {type(e).__name__}: {e}"}, []
-            hb = msgspec.json.encode(report)
-            with os.fdopen(w, "wb") as f:
-                f.write(len(hb).to_bytes(8, "little"))
-                f.write(hb)
-                for blob in blobs:
-                    f.write(blob)
-        except BaseException:
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(w)
-    try:
-        mine = _scan(buf, base, raw, 0, split, src)
-        with os.fdopen(r, "rb") as f:
+                os.close(r)
+                _Worker._run(fd, begin, src, w)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(w)
+        return cls(pid, r, stop)
+
+    @staticmethod
+    def _run(fd: int, begin: int, src: str, w: int) -> None:
+        def pieces() -> Iterator[bytes]:
+            off = begin - 1
+            while True:
+                piece = os.pread(fd, WINDOW, off)
+                if not piece:
+                    return
+                off += len(piece)
+                yield piece
+
+        acc = _Acc(src)
+        blobs: list[Any] = []
+        try:
+            buf = _Buf(pieces(), begin - 1)
+            buf.fill(2)
+            end = _stream_events(buf, 1, acc)
+            buf.rest()
+            suffix = bytes(buf.b[end:])
+            cols = acc.columns()
+            # A column of one value (the device, shapes in a trace with node ids...) goes as that value.
+            const = {k: int(v[0]) for k, v in cols.items() if len(v) and k != "start" and k != "dur"
+                     and bool((v == v[0]).all())}
+            report: dict[str, Any] = {
+                "names": list(acc.names), "ct_names": acc.ct_names, "launches": list(acc.launches.items()),
+                "n": acc.n, "suffix": len(suffix), "const": const,
+                "cols": [(k, str(v.dtype), len(v)) for k, v in cols.items()]}
+            blobs = [v.data.cast("B") for k, v in cols.items() if k not in const] + [suffix]
+        except BaseException as e:  # the parent reads this half itself (and reports any error)
+            report = {"error": f"{type(e).__name__}: {e}"}
+        hb = msgspec.json.encode(report)
+        with os.fdopen(w, "wb") as f:
+            f.write(len(hb).to_bytes(8, "little"))
+            f.write(hb)
+            for blob in blobs:
+                f.write(blob)
+
+    def join(self, acc: _Acc) -> bytes | None:
+        """Add the worker's columns to ``acc`` (the parent's, complete up to the bound); returns
+        the document's bytes after the events, or None where the parent must read on itself."""
+        with os.fdopen(os.dup(self.fd), "rb") as f:
             size = int.from_bytes(f.read(8), "little")
-            head: dict[str, Any] = (msgspec.json.decode(f.read(size)) if size
-                                    else {"error": "the trace reader's worker died"})
+            head: dict[str, Any] = msgspec.json.decode(f.read(size)) if size else {"error": "died"}
             if "error" in head:
-                message = str(head["error"])
-                if message.startswith(src):
-                    raise InvalidInputError(message)
-                raise RuntimeError(message)
+                return None
             theirs = {}
             for k, dt, m in head["cols"]:
-                width = np.dtype(dt).itemsize
-                theirs[k] = np.frombuffer(f.read(m * width), dtype=dt).copy()
-    finally:
+                if k in head["const"]:
+                    theirs[k] = np.full(m, head["const"][k], dtype=dt)
+                    continue
+                arr = np.empty(m, dtype=dt)
+                if m and f.readinto(arr.data.cast("B")) != arr.nbytes:
+                    return None
+                theirs[k] = arr
+            suffix = f.read(head["suffix"])
+        if any(int(c) in acc.launches for c, _ in head["launches"]):
+            return None  # reported by the parent's own reading of that half
+        # The worker's name (and channel type name) indices are remapped to the parent's.
+        remap = np.array([acc.names.setdefault(x, len(acc.names)) for x in head["names"]], dtype=np.int32)
+        if len(theirs["name"]):
+            theirs["name"] = remap[theirs["name"]]
+        if head["ct_names"]:
+            ct_map = {}
+            for i, x in enumerate(head["ct_names"]):
+                if x not in acc.ct_names:
+                    acc.ct_names.append(x)
+                ct_map[1000 + i] = 1000 + acc.ct_names.index(x)
+            theirs["ctype"] = np.array([ct_map.get(int(v), int(v)) for v in theirs["ctype"]], dtype=np.int64)
+        theirs["seq"] += acc.n
+        for k in _COLS:
+            acc.parts[k].append(theirs.pop(k))
+        for c, t in head["launches"]:
+            acc.launches[int(c)] = float(t)
+        acc.n += int(head["n"])
+        return suffix
+
+    def close(self) -> None:
         try:
-            os.waitpid(pid, 0)
+            os.close(self.fd)
+        except OSError:  # pragma: no cover
+            pass
+        try:
+            os.kill(self.pid, 9)  # done or not needed: its result was read or dropped
+        except OSError:
+            pass
+        try:
+            os.waitpid(self.pid, 0)
         except ChildProcessError:  # pragma: no cover
             pass
-    # Merge: the worker's name (and channel type name) indices are remapped to the parent's.
-    names = {x: i for i, x in enumerate(mine.names)}
-    remap = np.array([names.setdefault(x, len(names)) for x in head["names"]], dtype=np.int32)
-    if len(theirs["name"]):
-        theirs["name"] = remap[theirs["name"]]
-    cts = list(mine.ct_names)
-    if head["ct_names"]:
-        ct_map = {}
-        for i, x in enumerate(head["ct_names"]):
-            if x not in cts:
-                cts.append(x)
-            ct_map[1000 + i] = 1000 + cts.index(x)
-        theirs["ctype"] = np.array([ct_map.get(int(v), int(v)) for v in theirs["ctype"]], dtype=np.int64)
-    cols = {k: np.concatenate([mine.cols[k], theirs[k].astype(mine.cols[k].dtype, copy=False)]) for k in mine.cols}
-    launches = dict(mine.launches)
-    for c, t in head["launches"]:
-        if int(c) in launches:
-            raise _bad(src, f"two cudaGraphLaunch events share correlation id {int(c)}; every launch has its own "
-                       "(the file was edited or merged). Record the trace again.")
-        launches[int(c)] = float(t)
-    return _Part(cols, list(names), launches, cts)
 
 
-def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
-    raw = outer.traceEvents
-    base = _addr(buf) if len(buf) else 0
-    meta = None
-    if bytes(outer.cgtool) not in (b"null", b""):
-        meta = decode(outer.cgtool, f"{src} (its 'cgtool' block)")
-        if not isinstance(meta, dict):
-            raise _bad(src, "its 'cgtool' block should be an object.")
-        _check_meta(meta, src)
-    part = _scan_all(buf, base, raw, src)
-    names, launches, ct_names = part.names, part.launches, part.ct_names
-    n_raw = len(raw)
-    del raw, outer  # the raw slices point into buf: release them before buf is closed
+def _finish(acc: _Acc, meta: dict[str, Any] | None, n_raw: int, src: str) -> Trace:
+    names, launches, ct_names = list(acc.names), acc.launches, acc.ct_names
+    cols = acc.columns()
 
     def col(k: str, dtype: Any) -> np.ndarray:
-        return part.cols.pop(k).astype(dtype, copy=False)
+        return cols.pop(k).astype(dtype, copy=False)
 
     kind, name, seq = col("kind", np.int8), col("name", np.int32), col("seq", np.int64)
     start = col("start", np.float64)
-    end = np.round(start + col("dur", np.float64), 3)
+    end = col("dur", np.float64)
+    end += start
+    np.round(end, 3, out=end)
     stream, corr, device = col("stream", np.int64), col("corr", np.int64), col("device", np.int64)
     gid, nid, chan, ctype = col("gid", np.int64), col("nid", np.int64), col("chan", np.int64), col("ctype", np.int64)
     shape, smem, nbytes = col("shape", np.int64), col("smem", np.int64), col("nbytes", np.int64)
@@ -562,6 +1030,7 @@ def _columns(outer: _Outer, buf: bytearray, src: str) -> Trace:
     if low.any() and form == "none":
         form = NodeIdForm.LOW32
     tools = np.where(full, nid, np.where(low, (gid << 32) | np.maximum(nid, 0), 0))
+    del nid, full, low
     tools[gid == 0] = 0  # CUPTI writes graph id 0 for work outside graphs
     _check_events(src, seq, names, name, kind, start, end, stream, device, corr, tools, gid, launches)
     return Trace(
@@ -582,17 +1051,6 @@ def launch_shape(grid: Any, block: Any) -> int:
     for v in (*grid, *block):
         key = (key * 1_000_003 + int(v)) % (1 << 62)
     return key or 1
-
-
-def _shape_of(raw_event: msgspec.Raw) -> tuple[int, int, int]:
-    """(launch_shape, shared memory, bytes) of one event; unknown values where absent or malformed."""
-    try:
-        a = _shape_event.decode(raw_event).args
-    except msgspec.MsgspecError:
-        return 0, -1, -1
-    if a is None:
-        return 0, -1, -1
-    return launch_shape(a.grid, a.block), a.shared_memory, a.nbytes
 
 
 def _check_meta(meta: dict[str, Any], src: str) -> None:
@@ -625,8 +1083,19 @@ def _check_events(src: str, seq: np.ndarray, names: list[str], name: np.ndarray,
     if n < 2:
         return
     # The same event listed twice (a file concatenated with itself, an edit): every column equal.
-    order = np.lexsort((name, stream, device, corr, end, start))
-    same = np.ones(n - 1, dtype=bool)
+    # Only events sharing a start with another can be one, so the full sort runs on those alone
+    # (in file order: the sort is stable, so they keep the order a sort of every event gives).
+    by_start = np.sort(start)
+    tie = by_start[1:] == by_start[:-1]
+    if tie.any():
+        tied = np.zeros(n, dtype=bool)
+        tied[1:] |= tie
+        tied[:-1] |= tie
+        cand = np.flatnonzero(np.isin(start, by_start[tied]))
+    else:
+        cand = np.zeros(0, np.int64)
+    order = cand[np.lexsort((name[cand], stream[cand], device[cand], corr[cand], end[cand], start[cand]))]
+    same = np.ones(max(len(order) - 1, 0), dtype=bool)
     for col in (start, end, stream, device, corr, name, kind, tools):
         sc = col[order]
         same &= sc[1:] == sc[:-1]
@@ -639,10 +1108,15 @@ def _check_events(src: str, seq: np.ndarray, names: list[str], name: np.ndarray,
     # One graph node runs once per launch: a (launch, node) pair seen twice makes replays meaningless.
     on = tools > 0
     if on.any():
-        key = np.stack([corr[on], tools[on]], axis=1)
-        uniq, counts = np.unique(key, axis=0, return_counts=True)
-        if (counts > 1).any():
-            c, t = (int(x) for x in uniq[int(np.flatnonzero(counts > 1)[0])].tolist())
+        c_on, t_on = corr[on], tools[on]
+        o = np.lexsort((t_on, c_on))
+        c_on, t_on = c_on[o], t_on[o]
+        dup = (c_on[1:] == c_on[:-1]) & (t_on[1:] == t_on[:-1])
+        if dup.any():
+            runs = np.flatnonzero(np.r_[True, ~dup, True])
+            counts = np.diff(runs)  # multiplicity of each distinct (correlation, node) pair, in sorted order
+            i = int(runs[int(np.flatnonzero(counts > 1)[0])])
+            c, t = int(c_on[i]), int(t_on[i])
             raise _bad(src, f"graph node {t} (graph {t >> 32}, node {t & LOW32}) runs {int(counts.max())} times "
                        f"under one correlation id ({c}); a node runs once per launch, so launches share a "
                        "correlation id (the file was edited or merged). Record the trace again.")

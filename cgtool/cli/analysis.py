@@ -87,12 +87,15 @@ def _deps_file(trace: Path, graph: list[Path], json_out: Optional[Path], annotat
     run = deps_of_file(trace, graph, tolerance_us=tolerance_us, max_bytes=max_bytes, keep_doc=annotate is not None)
     sources = {k: v for g in run.graphs for k, v in g.source_labels().items()}
     deps_report(con, run.result, top=top, sources=sources)
-    doc = run.result.to_json()
+    compared = None
     if compare is not None:
         other = deps_of_file(compare, graph, tolerance_us=tolerance_us, max_bytes=max_bytes)
-        doc["compare"] = compare_traces(run.result, other.result, str(trace), str(compare))
-        compare_report(con, doc["compare"])
-    if json_out is not None:
+        compared = compare_traces(run.result, other.result, str(trace), str(compare))
+        compare_report(con, compared)
+    if json_out is not None:  # built only when asked for: a trace may hold 100,000s of replays
+        doc = run.result.to_json()
+        if compared is not None:
+            doc["compare"] = compared
         write_json(json_out, doc, force=force)
     if annotate is not None and run.doc is not None:
         write_json(annotate, annotate_trace(run.doc, run.result, run.graphs), force=force, indent=False)

@@ -116,12 +116,17 @@ def mean_cover_many(lo: np.ndarray, hi: np.ndarray, group_q: np.ndarray, start: 
     S = group * width + (start - t0[group])
     E = group * width + (end - t0[group])
 
+    # The sorted keys and prefix sums, made once for both ends of every query.
+    sums = []
+    for key, sign in ((S, 1.0), (E, -1.0)):
+        o = np.argsort(key, kind="stable")
+        k, c = key[o], cover[o]
+        sums.append((k, np.concatenate([[0.0], np.cumsum(c)]), np.concatenate([[0.0], np.cumsum(c * k)]), sign))
+        del o, c
+
     def F(x: np.ndarray) -> np.ndarray:
         total = np.zeros(len(x))
-        for key, sign in ((S, 1.0), (E, -1.0)):
-            o = np.argsort(key, kind="stable")
-            k, c = key[o], cover[o]
-            pc, pck = np.concatenate([[0.0], np.cumsum(c)]), np.concatenate([[0.0], np.cumsum(c * k)])
+        for k, pc, pck, sign in sums:
             i = np.searchsorted(k, x, side="right")
             total += sign * (x * pc[i] - pck[i])
         return total

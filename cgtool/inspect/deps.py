@@ -183,6 +183,11 @@ class DepsResult:
         cols = [t[f].tolist() for f in _REPLAY_FIELDS]
         return [ReplayStat(*row) for row in zip(*cols)]
 
+    def _replay_dicts(self) -> list[dict[str, Any]]:
+        """``asdict`` of every ReplayStat, made from the columns (the same values, far faster)."""
+        t = self.replay_table
+        return [dict(zip(_REPLAY_FIELDS, row)) for row in zip(*(t[f].tolist() for f in _REPLAY_FIELDS))]
+
     @property
     def n_true(self) -> int:
         return sum(f.count for f in self.findings if f.kind is DepKind.TRUE)
@@ -231,7 +236,7 @@ class DepsResult:
             "serializations": [f.to_json() for f in sorted(
                 self.findings, key=lambda f: (f.kind is not DepKind.FAKE, -f.wait_us, f.before, f.after))],
             "inferred_waits": [w.to_json() for w in self.inferred_waits],
-            "replays": [asdict(r) for r in self.replays],
+            "replays": self._replay_dicts(),
             "notes": self.notes,
             "suggestions": self.suggestions,
         }
@@ -821,22 +826,11 @@ def _coverage(prepared: dict[int, _G], m: _Matched) -> np.ndarray:
     return cover
 
 
-def _gpu_was_full(bi: int, same_replay: np.ndarray, ready: np.ndarray, start: np.ndarray, end: np.ndarray,
-                  cover: np.ndarray) -> bool:
-    """Did the other kernels running while B waited cover more than the whole GPU, on average?
-    (False when the cover of some kernel is unknown.)"""
-    others = same_replay[same_replay != bi]
-    if np.isnan(cover[bi]) or np.isnan(cover[others]).any():
-        return False
-    return costmod.mean_cover(float(ready[bi]), float(start[bi]), start[others].tolist(), end[others].tolist(),
-                              cover[others].tolist()) > 1.0
-
-
 def _waited(b: np.ndarray, ready: np.ndarray, start: np.ndarray, end: np.ndarray, replay: np.ndarray,
             cover: np.ndarray, tol: float) -> np.ndarray:
     """Of the events at positions ``b``: which sat ready longer than the tolerance (and 1 µs)
     while the GPU had room (the other kernels running covered at most the whole GPU, on average;
-    replays with a kernel of unknown cover count as having room). Vectorized _gpu_was_full."""
+    replays with a kernel of unknown cover count as having room), from ``costmod.mean_cover_many``."""
     late: np.ndarray = np.asarray(start[b] - ready[b] > max(tol, 1.0))
     if not late.any():
         return late
@@ -857,51 +851,104 @@ def _inferred_waits(prepared: dict[int, _G], m: _Matched, start: np.ndarray, end
     which the other kernels running covered more than the whole GPU (``cover`` summed over the
     wait, on average) is a wait for room on the GPU, not behind a serialization: it is only
     counted in ``full_gpu`` ([count, total µs]). Also returns the occurrences: (positions of B,
-    positions of A, index of their InferredWait)."""
+    positions of A, index of their InferredWait).
+
+    Vectorized over the late items (every step as in a loop over them, in the same order, so the
+    sums round the same): per item, a walk back through its replay's items by end time."""
     late = np.flatnonzero(start - ready > max(tol, 1.0))
     empty = np.zeros(0, np.int64)
     if not len(late):
         return [], (empty, empty, empty)
     order = np.lexsort((start, end, replay))
     rep_sorted, end_sorted = replay[order], end[order]
-    waits: dict[tuple[int, int, int], InferredWait] = {}
-    occ: list[tuple[int, int, tuple[int, int, int]]] = []
-    for bi in late.tolist():
-        r = replay[bi]
-        lo = int(np.searchsorted(rep_sorted, r, side="left"))
-        hi = int(np.searchsorted(rep_sorted, r, side="right"))
-        k = lo + int(np.searchsorted(end_sorted[lo:hi], start[bi] + tol, side="right")) - 1
-        gid = int(m.graph[bi])
+    bounds = np.searchsorted(rep_sorted, np.arange(int(replay.max()) + 2))
+    r = replay[late]
+    lo = bounds[r]
+    # k: the last position (in ``order``) of B's replay whose item ended by B's start + tol. One
+    # merged sort of items and queries (items first among equal times, as searchsorted "right").
+    q = start[late] + tol
+    merged = np.lexsort((np.r_[np.zeros(len(order), np.int8), np.ones(len(late), np.int8)],
+                         np.r_[end_sorted, q], np.r_[rep_sorted, r]))
+    is_q = merged >= len(order)
+    qpos = np.flatnonzero(is_q)
+    k = np.empty(len(late), np.int64)
+    k[merged[qpos] - len(order)] = qpos - np.arange(len(qpos)) - 1
+    found = np.full(len(late), -1, np.int64)
+    active = np.arange(len(late))
+    graph, node = m.graph, m.node
+    while len(active):
+        ka = k[active]
+        inside = ka >= lo[active]
+        ai = order[np.where(inside, ka, 0)]
+        bi = late[active]
+        done = ~inside | (end[ai] <= ready[bi])
+        cand = ~done & (ai != bi) & (start[ai] < start[bi])
+        related = np.zeros(len(active), bool)
+        for gid, pg in prepared.items():
+            sel = np.flatnonzero(cand & (graph[bi] == gid))
+            if len(sel):
+                related[sel] = pg.reach.reachable_many(node[ai[sel]], node[bi[sel]])
+        hit = cand & ~related
+        found[active[hit]] = ai[hit]
+        go = ~done & ~hit
+        k[active[go]] -= 1
+        active = active[go]
+    f = np.flatnonzero(found >= 0)
+    qb, qa = late[f], found[f]
+    full = _gpu_was_full_many(qb, order, bounds, replay, ready, start, end, cover)
+    for x in (start[qb[full]] - ready[qb[full]]).tolist():
+        full_gpu[0] += 1
+        full_gpu[1] += x
+    kb, ka_ = qb[~full], qa[~full]
+    if not len(kb):
+        return [], (empty, empty, empty)
+    gcode = np.searchsorted(np.array(sorted(prepared), dtype=np.int64), graph[kb])
+    key, first = _dense(gcode, node[kb], node[ka_])
+    rank = np.empty(len(first), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))  # ids in order of first occurrence
+    key = rank[key]
+    first = np.sort(first)
+    counts = np.bincount(key, minlength=len(first))
+    total = np.bincount(key, weights=start[kb] - ready[kb], minlength=len(first))
+    waits = []
+    for j, c, t in zip(first.tolist(), counts.tolist(), total.tolist()):
+        gid = int(graph[kb[j]])
         pg = prepared[gid]
-        nb = int(m.node[bi])
-        found = -1
-        while k >= lo:
-            ai = int(order[k])
-            if end[ai] <= ready[bi]:
-                break
-            if ai != bi and start[ai] < start[bi] and not pg.reach.reachable(int(m.node[ai]), nb):
-                found = ai
-                break
-            k -= 1
-        if found < 0:
-            continue
-        if _gpu_was_full(bi, order[lo:hi], ready, start, end, cover):
-            full_gpu[0] += 1
-            full_gpu[1] += float(start[bi] - ready[bi])
-            continue
-        na = int(m.node[found])
-        key = (gid, pg.g.nodes[nb].tools_id, pg.g.nodes[na].tools_id)
-        w = waits.get(key)
-        if w is None:
-            w = waits[key] = InferredWait(gid, key[1], key[2], after_name=pg.name(nb), behind_name=pg.name(na))
-        w.count += 1
-        w.wait_us += float(start[bi] - ready[bi])
-        occ.append((bi, found, key))
-    out = sorted(waits.values(), key=lambda w: -w.wait_us)
-    index = {(w.graph_id, w.after, w.behind): k for k, w in enumerate(out)}
-    pairs = (np.array([o[0] for o in occ], np.int64), np.array([o[1] for o in occ], np.int64),
-             np.array([index[o[2]] for o in occ], np.int64))
-    return out, pairs
+        nb, na = int(node[kb[j]]), int(node[ka_[j]])
+        waits.append(InferredWait(gid, pg.g.nodes[nb].tools_id, pg.g.nodes[na].tools_id, count=c, wait_us=t,
+                                  after_name=pg.name(nb), behind_name=pg.name(na)))
+    by_wait = sorted(range(len(waits)), key=lambda i: -waits[i].wait_us)
+    index = np.empty(len(waits), np.int64)
+    index[by_wait] = np.arange(len(waits))
+    return [waits[i] for i in by_wait], (kb, ka_, index[key])
+
+
+def _gpu_was_full_many(b: np.ndarray, order: np.ndarray, bounds: np.ndarray, replay: np.ndarray, ready: np.ndarray,
+                       start: np.ndarray, end: np.ndarray, cover: np.ndarray) -> np.ndarray:
+    """``_gpu_was_full`` for the items at positions ``b``: the same sums, term by term in the
+    same order (the items of each replay in ``order``), over all of them at once."""
+    out = np.zeros(len(b), bool)
+    if not len(b):
+        return out
+    r = replay[b]
+    nan_rep = np.zeros(len(bounds), bool)
+    nan_rep[replay[np.isnan(cover)]] = True
+    ok = ~nan_rep[r]  # a replay with a kernel of unknown cover: not full
+    q = np.flatnonzero(ok)
+    if not len(q):
+        return out
+    bq, rq = b[q], r[q]
+    lo, n = bounds[rq], bounds[rq + 1] - bounds[rq]
+    t_lo, t_hi = ready[bq], start[bq]
+    tot = np.zeros(len(q))
+    for j in range(int(n.max())):
+        live = np.flatnonzero(j < n)
+        item = order[lo[live] + j]
+        ov = np.minimum(end[item], t_hi[live]) - np.maximum(start[item], t_lo[live])
+        add = (ov > 0) & (item != bq[live])
+        tot[live[add]] += cover[item[add]] * ov[add]
+    out[q] = tot / (t_hi - t_lo) > 1.0
+    return out
 
 
 def _suggest(res: DepsResult, trace: Trace, graphs: dict[int, _G]) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
@@ -15,9 +15,11 @@ from cgtool.artifacts.ranks import rank_files
 from cgtool.artifacts.recording import graph_paths, is_single_recording, load_recordings, trace_path
 from cgtool.artifacts.trace import Trace, load_trace, load_trace_and_doc
 from cgtool.errors import UsageError
-from cgtool.inspect import topo
 from cgtool.inspect.deps import DEFAULT_TOLERANCE_US, DepsResult, analyze, graphs_from_trace, measured_path
 from cgtool.inspect.deps import node_lanes as deps_node_lanes
+
+if TYPE_CHECKING:  # imported where used: networkx, under topo, is not needed by `deps`
+    from cgtool.inspect import topo
 
 
 @dataclass
@@ -56,6 +58,8 @@ def recorded_trace(path: Path) -> Path:
 def topo_of_recording(folder: Path, trace: Path | None = None, *,
                       max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[str, tuple[GraphData, topo.Topology]]:
     """Every graph of a one-process recording (by file name), weighted by its trace when it has one."""
+    from cgtool.inspect import topo
+
     (rec,) = load_recordings(folder)
     t_path = trace or trace_path(rec)
     tr = load_trace(t_path, max_bytes=max_bytes) if t_path else None
@@ -75,6 +79,8 @@ def deps_of_ranks(folder: Path, *, tolerance_us: float = DEFAULT_TOLERANCE_US,
 
 def topo_of_ranks(folder: Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[int, tuple[GraphData, topo.Topology]]:
     """Per rank, its graph export and topology."""
+    from cgtool.inspect import topo
+
     out = {}
     for r, p in sorted(rank_files(folder, "graph", max_bytes=max_bytes).items()):
         g = GraphData.load(p, max_bytes=max_bytes)
@@ -90,6 +96,8 @@ def node_lanes(g: GraphData, trace: Trace) -> dict[int, str]:
 def topo_of_file(graph_path: Path, trace_path: Path | None = None, *,
                  max_bytes: int | None = DEFAULT_MAX_BYTES) -> tuple[GraphData, topo.Topology]:
     """A graph export's topology; with a trace of the same instantiation, weighted by measured durations."""
+    from cgtool.inspect import topo
+
     g = GraphData.load(graph_path, max_bytes=max_bytes)
     measured = measured_path(load_trace(trace_path, max_bytes=max_bytes), g) if trace_path else None
     return g, topo.analyze(g, measured=measured)

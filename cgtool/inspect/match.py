@@ -177,48 +177,88 @@ class Matching:
     notes: list[str] = field(default_factory=list)
 
 
-def _event_keys(trace: Trace) -> list[Key]:
-    dn = [demangle(x) for x in trace.names]
-    kinds = trace.kind.tolist()
-    names = trace.name.tolist()
-    return [(KINDS[k], dn[n] if k == 0 else "", s, sm if k == 0 else -1, b if k else -1)
-            for k, n, s, sm, b in zip(kinds, names, trace.shape.tolist(), trace.shared_memory.tolist(),
-                                      trace.nbytes.tolist())]
+def _event_keys(trace: Trace) -> tuple[np.ndarray, list[Key]]:
+    """(key id of each event, the distinct keys): the key of an event is its kind, demangled
+    name (kernels), launch shape, shared memory (kernels) and size (copies and fills)."""
+    dn: dict[str, int] = {}
+    dn_of = np.array([dn.setdefault(demangle(x), len(dn)) for x in trace.names], dtype=np.int64)
+    dn_names = list(dn)
+    kernel = trace.kind == 0
+    name = np.where(kernel, dn_of[trace.name] if len(dn_of) else -1, -1)
+    smem = np.where(kernel, trace.shared_memory, -1)
+    nbytes = np.where(kernel, -1, trace.nbytes)
+    kid, first = _dense(trace.kind.astype(np.int64), name, trace.shape, smem, nbytes)
+    keys = [(KINDS[int(trace.kind[i])], dn_names[int(name[i])] if name[i] >= 0 else "", int(trace.shape[i]),
+             int(smem[i]), int(nbytes[i])) for i in first.tolist()]
+    return kid, keys
+
+
+def _dense(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dense id per row, index of each id's first row) for the combination of integer columns."""
+    if not len(cols[0]):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    for c in cols:
+        u, r = np.unique(c, return_inverse=True)
+        key = key * len(u) + r.reshape(-1)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    return inv.reshape(-1), first
+
+
+@dataclass
+class _Members:
+    """Launches with the same per-stream sequence of event keys: their events as [slots, launches]."""
+
+    correlations: list[int]
+    events: np.ndarray  # [slots, launches] trace event index; slots in (stream, time) order
+    streams: list[int]  # the stream of each slot
+    keys: list[Key]  # the key of each slot
+
+    def one(self, j: int) -> "_Members":
+        return _Members([self.correlations[j]], self.events[:, j:j + 1], self.streams, self.keys)
 
 
 def match_launches(trace: Trace, models: dict[int, GraphModel], *, tolerance_us: float = 0.5,
                    max_solutions: int = MAX_SOLUTIONS, time_limit_s: float = TIME_LIMIT_S) -> Matching:
     """Match every graph launch of ``trace`` (no node ids) to one of ``models``."""
     launches = trace.launches
-    corr, dev, stream = trace.correlation.tolist(), trace.device.tolist(), trace.stream.tolist()
-    by_launch: dict[tuple[int, int], list[int]] = defaultdict(list)
-    other = 0
-    for i in np.lexsort((trace.seq, trace.end, trace.start)).tolist():
-        if corr[i] in launches:
-            by_launch[(dev[i], corr[i])].append(i)
-        else:
-            other += 1
-    if not by_launch:
+    # Events of graph launches in time order (start, end, position in the file); a launch is a
+    # (device, correlation) pair, its lanes the streams, each in time order.
+    order = np.lexsort((trace.seq, trace.end, trace.start))
+    ids = np.fromiter(launches, np.int64, len(launches))
+    inl = np.isin(trace.correlation[order], ids)
+    other = int(len(order) - inl.sum())
+    ev = order[inl]
+    if not len(ev):
         raise InvalidInputError(
             f"{trace.source} has no graph work: no GPU event carries a graph id and none belongs to "
             "a cudaGraphLaunch. Profile the graph replays (`cgtool trace`), not eager work."
         )
-    keys = _event_keys(trace)
+    lid, first = _dense(trace.device[ev], trace.correlation[ev])
+    rank = np.empty(len(first), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))  # launches in order of their first event
+    lrank = rank[lid]
+    ev = ev[np.lexsort((np.arange(len(ev)), trace.stream[ev], lrank))]
+    bounds = np.searchsorted(np.sort(lrank), np.arange(len(first) + 1))
+    kid, keys = _event_keys(trace)
+    stream = trace.stream[ev]
+    pairs = np.stack([stream, kid[ev]], axis=1)
+    dev = trace.device[ev[bounds[:-1]]].tolist()
+    corr = trace.correlation[ev[bounds[:-1]]].tolist()
     # Launches with the same per-stream sequence of event keys form one group.
-    groups: dict[tuple[int, tuple[tuple[int, tuple[Key, ...]], ...]], list[tuple[int, dict[int, list[int]]]]] = \
-        defaultdict(list)
-    for (d, c), idx in by_launch.items():
-        lanes: dict[int, list[int]] = defaultdict(list)
-        for i in idx:
-            lanes[stream[i]].append(i)
-        sig = (d, tuple((s, tuple(keys[i] for i in lanes[s])) for s in sorted(lanes)))
-        groups[sig].append((c, lanes))
+    groups: dict[tuple[int, bytes], list[int]] = defaultdict(list)
+    for j, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
+        groups[(dev[j], pairs[lo:hi].tobytes())].append(j)
     out = Matching([], [], other)
-    for sig, members in groups.items():
-        names = Counter((k[0], k[1]) for _, ks in sig[1] for k in ks)
+    for js in groups.values():
+        lo, n = bounds[js], int(bounds[js[0] + 1] - bounds[js[0]])
+        evs = ev[lo[None, :] + np.arange(n)[:, None]]
+        col = evs[:, 0]
+        members = _Members([corr[j] for j in js], evs, trace.stream[col].tolist(), [keys[k] for k in kid[col].tolist()])
+        names = Counter((k[0], k[1]) for k in members.keys)
         cands = [gid for gid, m in models.items() if m.names == names]
         if not cands:
-            c = members[0][0]
+            c = members.correlations[0]
             raise InvalidInputError(
                 f"{trace.source}: the {sum(names.values())} GPU events of graph launch (correlation {c}) "
                 f"match no given graph by kernel names and counts (graphs: {sorted(models)}). The trace "
@@ -227,12 +267,12 @@ def match_launches(trace: Trace, models: dict[int, GraphModel], *, tolerance_us:
             )
         found: list[LaunchGroup] = []
         for gid in cands:
-            found += _solve_group(models[gid], gid, members, keys, trace, tolerance_us, max_solutions,
+            found += _solve_group(models[gid], gid, members, trace, tolerance_us, max_solutions,
                                   time_limit_s, out.unmatched)
         gids = sorted({lg.graph_id for lg in found})
         if len(gids) > 1:
             raise InvalidInputError(
-                f"{trace.source}: graph launch (correlation {members[0][0]}) matches several graphs "
+                f"{trace.source}: graph launch (correlation {members.correlations[0]}) matches several graphs "
                 f"{gids} equally; without graph ids in the trace the match is ambiguous. Pass only "
                 "the graph that was replayed, or record with `cgtool trace` (it writes node ids)."
             )
@@ -255,38 +295,35 @@ def match_launches(trace: Trace, models: dict[int, GraphModel], *, tolerance_us:
     return out
 
 
-def _solve_group(m: GraphModel, gid: int, members: list[tuple[int, dict[int, list[int]]]], keys: list[Key],
-                 trace: Trace, tol: float, max_solutions: int, time_limit_s: float,
-                 unmatched: list[int]) -> list[LaunchGroup]:
+def _solve_group(m: GraphModel, gid: int, members: _Members, trace: Trace, tol: float, max_solutions: int,
+                 time_limit_s: float, unmatched: list[int]) -> list[LaunchGroup]:
     """Solve the launches together; if that fails, one by one (a launch that fails alone is unmatched)."""
-    lg = _search(m, gid, members, keys, trace, tol, max_solutions, time_limit_s)
+    lg = _search(m, gid, members, trace, tol, max_solutions, time_limit_s)
     if lg is not None:
         return [lg]
-    if len(members) == 1:
-        unmatched.append(members[0][0])
+    if len(members.correlations) == 1:
+        unmatched.append(members.correlations[0])
         return []
     out = []
-    for mem in members:
-        one = _search(m, gid, [mem], keys, trace, tol, max_solutions, time_limit_s)
+    for j, c in enumerate(members.correlations):
+        one = _search(m, gid, members.one(j), trace, tol, max_solutions, time_limit_s)
         if one is None:
-            unmatched.append(mem[0])
+            unmatched.append(c)
         else:
             out.append(one)
     return out
 
 
-def _search(m: GraphModel, gid: int, members: list[tuple[int, dict[int, list[int]]]], keys: list[Key],
-            trace: Trace, tol: float, max_solutions: int, time_limit_s: float) -> LaunchGroup | None:
-    streams = sorted(members[0][1])
-    ev = np.array([[lanes[s][k] for _, lanes in members] for s in streams for k in range(len(members[0][1][s]))],
-                  dtype=np.int64).reshape(-1, len(members))
+def _search(m: GraphModel, gid: int, members: _Members, trace: Trace, tol: float, max_solutions: int,
+            time_limit_s: float) -> LaunchGroup | None:
+    ev = members.events
     n_slots = ev.shape[0]
     start, end = trace.start[ev], trace.end[ev]
     order = np.lexsort((end[:, 0], start[:, 0])).tolist()
     # ok[j][k]: slot j ended before slot k started, in every replay (the time constraint).
     okm: np.ndarray = np.asarray((end[:, None, :] <= start[None, :, :] + tol).all(axis=2))
-    slot_key = [keys[int(i)] for i in ev[:, 0]]
-    slot_stream = [s for s in streams for _ in range(len(members[0][1][s]))]
+    slot_key = members.keys
+    slot_stream = members.streams
     link = m.link
     node_keys = sorted(set(m.key.values()))
     cand_keys = {k: [nk for nk in node_keys if _compatible(k, nk)] for k in set(slot_key)}
@@ -384,4 +421,4 @@ def _search(m: GraphModel, gid: int, members: list[tuple[int, dict[int, list[int
     if not sols:
         return None
     arr = np.array(sols, dtype=np.int64).reshape(len(sols), n_slots)
-    return LaunchGroup(gid, [c for c, _ in members], ev, arr, len(sols) * m.orbit, complete)
+    return LaunchGroup(gid, list(members.correlations), ev, arr, len(sols) * m.orbit, complete)

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cgtool.artifacts.names import short_name
 from cgtool.inspect.deps import DepsResult
-from cgtool.inspect.diff import Change, GraphDiff
+
+if TYPE_CHECKING:  # diff (and networkx under it) is imported where a diff is rendered: `deps` needs neither
+    from cgtool.inspect.diff import GraphDiff
 
 #: Where `cgtool report`'s page of this job is published (a URL, or a path in the artifacts).
 REPORT_URL_ENV = "CGTOOL_REPORT_URL"
@@ -43,6 +46,8 @@ def deps_summary_md(results: dict[str, DepsResult], top: int = 5) -> str:
 def diff_summary_md(d: GraphDiff, a: Path, b: Path) -> str:
     """The rows that changed (kernels, node and edge types, metrics), and the counts."""
     lines = ["### cgtool diff", "", f"{_cell(str(a))} → {_cell(str(b))}", "", "| section | key | A | B | change |", "|---|---|---:|---:|---|"]
+    from cgtool.inspect.diff import Change
+
     changed = [r for r in d.rows if r.change is not Change.UNCHANGED]
     for r in changed:
         key = short_name(r.key, 60) if r.section == "kernel" else r.key

@@ -16,13 +16,13 @@ from rich.text import Text
 from cgtool.artifacts.bench import BenchResults
 from cgtool.inspect.benchstats import Judgement
 from cgtool.inspect.deps import DepKind, DepsResult, Lane, MatchKind
-from cgtool.inspect.diff import Change, GraphDiff
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.names import short_name, template_name
-from cgtool.inspect.topo import Topology
 from cgtool.text import markdown_cell, plural
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # diff and topo (networkx) are imported where rendered: `deps` needs neither
+    from cgtool.inspect.diff import GraphDiff
+    from cgtool.inspect.topo import Topology
     from cgtool.capture.tracing import TraceSummary
 
 
@@ -230,6 +230,8 @@ def diff_table(con: Console, d: GraphDiff) -> None:
     tab = Table(title="diff A → B", title_justify="left")
     for c in ("section", "key", "A", "B", "change"):
         tab.add_column(c)
+    from cgtool.inspect.diff import Change
+
     shown = [r for r in d.rows if not (r.change is Change.UNCHANGED and r.section in ("kernel", "edge_type", "source"))]
     labels = distinct_short_names([r.key for r in shown if r.section == "kernel"])
     for r in shown:

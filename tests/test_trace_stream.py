@@ -1,0 +1,128 @@
+"""The streaming trace reader (issue 18) against an independent reading with the json module.
+
+Windows of a few hundred bytes make every trace take many chunks, so cuts between events, cuts
+that fall inside strings or nested values (and must be retried), and the array's end inside a
+chunk all happen on small files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+
+import pytest
+
+from cgtool.artifacts import trace as T
+from cgtool.errors import InvalidInputError
+
+GPU = {"kernel": 0, "gpu_memcpy": 1, "gpu_memset": 2}
+
+
+def brute(doc: dict) -> dict:
+    """The GPU columns cgtool keeps, read with json: (kind, name, start, end, stream, corr) per event."""
+    rows = [(GPU[e["cat"]], e["name"], e["ts"], round(e["ts"] + e["dur"], 3), e["args"]["stream"],
+             e["args"]["correlation"], k)
+            for k, e in enumerate(doc["traceEvents"]) if e.get("cat") in GPU and e.get("ph") == "X"]
+    launches = {e["args"]["correlation"]: e["ts"] for e in doc["traceEvents"]
+                if e.get("cat") == "cuda_runtime" and e.get("name", "").startswith("cudaGraphLaunch")}
+    return {"rows": rows, "launches": launches, "n": len(doc["traceEvents"])}
+
+
+def columns(t: T.Trace) -> dict:
+    rows = list(zip(t.kind.tolist(), [t.names[i] for i in t.name.tolist()], t.start.tolist(), t.end.tolist(),
+                    t.stream.tolist(), t.correlation.tolist(), t.seq.tolist()))
+    return {"rows": rows, "launches": t.launches, "n": t.n_events}
+
+
+def kernel(k: int, **args: object) -> dict:
+    return {"ph": "X", "cat": "kernel", "name": f"k{k % 3}", "pid": 0, "tid": 7, "ts": 10.0 * k, "dur": 4.5,
+            "args": {"device": 0, "stream": 7 + k % 2, "correlation": 1 + k // 10, **args}}
+
+
+def tricky_doc() -> dict:
+    """Separators inside strings and nested lists of objects; "traceEvents" in a value before
+    the real key; the cgtool block after the events full of separators and closing brackets."""
+    evs = []
+    for k in range(300):
+        if k % 10 == 0:
+            evs.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": 10.0 * k - 1, "dur": 1,
+                        "args": {"correlation": 1 + k // 10}})
+        extra = {}
+        if k % 7 == 0:
+            extra["note"] = 'a "},{" and "}]" in a string }, {'
+        if k % 11 == 0:
+            extra["list"] = [{"a": 1}, {"b": [{"c": 2}, {"d": 3}]}]
+        evs.append(kernel(k, **extra))
+        if k % 13 == 0:
+            evs.append({"ph": "i", "cat": "cpu_instant_event", "name": "x", "ts": 1,
+                        "args": {"nested": [{"x": [1, {"y": 2}]}, {"z": "\"traceEvents\": ["}]}})
+    return {"title": 'not here: "traceEvents": [1, 2]', "deviceProperties": [{"id": 0}, {"id": 1}],
+            "traceEvents": evs, "cgtool": {"graphs": [], "other": [{"a": [{"b": 1}, {"c": 2}]}, {"d": []}]},
+            "traceName": "}]"}
+
+
+@pytest.mark.parametrize("window", [64, 300, 1000, 1 << 20])
+@pytest.mark.parametrize("layout", ["compact", "kineto", "spaced"])
+def test_streaming_reads_what_json_reads(tmp_path, monkeypatch, window, layout):
+    doc = tricky_doc()
+    if layout == "compact":
+        text = json.dumps(doc, separators=(",", ":"))
+    elif layout == "kineto":  # one event per line, as torch.profiler writes
+        head = {k: v for k, v in doc.items() if k != "traceEvents"}
+        text = ('{\n  "schemaVersion": 1,\n  "traceEvents": [\n  ' + ",\n  ".join(json.dumps(e) for e in doc["traceEvents"])
+                + "\n  ],\n  " + json.dumps(head)[1:-1] + "\n}\n")
+    else:
+        text = json.dumps(doc, indent=3)
+    p = tmp_path / "t.json"
+    p.write_text(text)
+    monkeypatch.setattr(T, "WINDOW", window)
+    used = []
+    real = T._load_whole
+    monkeypatch.setattr(T, "_load_whole", lambda *a: used.append(1) or real(*a))
+    t = T.load_trace(p)
+    assert not used, "the streaming reader fell back to the whole-document reader"
+    assert columns(t) == brute(json.loads(text))
+    assert t.cgtool == json.loads(text)["cgtool"]
+    g = tmp_path / "t.json.gz"
+    g.write_bytes(gzip.compress(text.encode()))
+    assert columns(T.load_trace(g)) == brute(json.loads(text))
+
+
+def test_streaming_and_whole_document_readers_agree_on_real_traces(data_dir, monkeypatch):
+    monkeypatch.setattr(T, "WINDOW", 2048)
+    for p in sorted(data_dir.glob("*/*trace.json.gz")):
+        data = bytearray(gzip.decompress(p.read_bytes()))
+        whole = T._load(data, str(p))
+        streamed = T.load_trace(p)
+        assert columns(streamed) == columns(whole), p
+        for col in ("device", "graph_id", "tools_id", "channel", "channel_type", "shape", "shared_memory", "nbytes"):
+            assert getattr(streamed, col).tolist() == getattr(whole, col).tolist(), (p, col)
+        assert streamed.node_id_form == whole.node_id_form and streamed.cgtool == whole.cgtool
+
+
+@pytest.mark.parametrize("bad, says", [
+    (lambda s: s[: len(s) // 2], "truncated"),  # ends inside the events
+    (lambda s: s.replace('"dur": 4.5', '"dur": 4.5,,', 1), "not valid JSON"),
+    (lambda s: s.replace('"stream": 8', '"stream": "8"', 1), "args.stream"),
+    (lambda s: s + " {}", "not valid JSON"),  # trailing data after the document
+])
+def test_errors_are_the_whole_document_readers(tmp_path, monkeypatch, bad, says):
+    text = bad(json.dumps(tricky_doc(), indent=1))
+    p = tmp_path / "t.json"
+    p.write_text(text)
+    monkeypatch.setattr(T, "WINDOW", 256)
+    with pytest.raises(InvalidInputError) as streamed:
+        T.load_trace(p)
+    with pytest.raises(InvalidInputError) as whole:
+        T._load(bytearray(text.encode()), str(p))
+    assert str(streamed.value) == str(whole.value) and says in str(streamed.value)
+
+
+def test_a_second_traceevents_key_is_read_as_the_whole_document_reader_reads_it(tmp_path, monkeypatch):
+    doc = tricky_doc()
+    text = json.dumps(doc)[:-1] + ', "traceEvents": [' + json.dumps(kernel(5)) + "]}"
+    p = tmp_path / "t.json"
+    p.write_text(text)
+    monkeypatch.setattr(T, "WINDOW", 256)
+    t = T.load_trace(p)
+    assert len(t) == 1 and t.n_events == 1 and math.isclose(float(t.start[0]), 50.0)
