@@ -9,15 +9,20 @@ Where the tools ids come from (recorded in the export as ``cgtool.id_source``):
   ``get_graph_exec_id`` the exec graph id, which CUPTI's activity records of a replay use. The
   same packing, ``(exec_id << 32) | local_id``, then joins an export to a CUPTI trace exactly.
 
-Kernel names are looked up once per distinct function, not once per node.
+Kernel names are looked up, and demangled, once per distinct function, not once per node; the
+nodes are read in one pass and the edges in one call. ``benchmarks/bench_export.py`` measures it
+against the bare cudaGraphGetNodes + cudaGraphGetEdges calls.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import os
 import time
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from cgtool import __version__
@@ -31,7 +36,8 @@ _NODE_TYPE_NAMES: dict[int, str] | None = None
 _tools_id_probe: bool | None = None  # driver supports cudaGraphNodeGetToolsId
 
 
-def _node_type_names(rt: Any) -> dict[int, str]:
+def _node_type_names(rt: Any, drv: Any) -> dict[int, str]:
+    """Node-type enum value -> get_graph_data()'s ``node_type`` name."""
     global _NODE_TYPE_NAMES
     if _NODE_TYPE_NAMES is None:
         T = rt.cudaGraphNodeType
@@ -50,7 +56,12 @@ def _node_type_names(rt: Any) -> dict[int, str]:
             ("cudaGraphNodeTypeExtSemaphoreWait", "ext_semaphore_wait"),
             ("cudaGraphNodeTypeConditional", "conditional"),
         ]
-        _NODE_TYPE_NAMES = {int(getattr(T, a)): b for a, b in pairs if hasattr(T, a)}
+        names = {int(getattr(T, a)): b for a, b in pairs if hasattr(T, a)}
+        # The runtime's enum has no batch memory-op member; the driver's has. PyTorch's name.
+        batch = getattr(getattr(drv, "CUgraphNodeType", None), "CU_GRAPH_NODE_TYPE_BATCH_MEM_OP", None)
+        if batch is not None:
+            names.setdefault(int(batch), "batch_mem_op")
+        _NODE_TYPE_NAMES = names
     return _NODE_TYPE_NAMES
 
 
@@ -94,6 +105,15 @@ def _get_edges(rt: Any, graph: Any) -> tuple[list[Any], list[Any]]:
     return list(frm[:num]), list(to[:num])
 
 
+@dataclass(frozen=True)
+class Export:
+    """One export: ``data`` in get_graph_data()'s schema (plus the ``cgtool`` block when asked),
+    and how many nodes of each ``node_type`` it holds (counted in the same pass)."""
+
+    data: dict[str, Any]
+    type_counts: dict[str, int]
+
+
 def graph_data(
     raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto"
 ) -> dict[str, Any]:
@@ -103,24 +123,50 @@ def graph_data(
     ``id_source`` forces "driver" or "cupti" (for tests); "auto" prefers the driver.
     ``impl`` picks the per-node calls: "ctypes" (fast), "bindings" (cuda.bindings), "auto".
     """
+    return export(raw_graph, raw_exec, with_meta=with_meta, id_source=id_source, impl=impl).data
+
+
+def export(
+    raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto"
+) -> Export:
+    """:func:`graph_data` with the node-type counts of the same pass."""
+    # The export allocates a few containers per node and keeps them all: every cyclic-GC run it
+    # triggers finds nothing to free, yet a full one walks every object of the process (torch's
+    # included). Collection waits until the export is built (measured in bench_export.py).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _export(int(raw_graph), int(raw_exec), with_meta, id_source, impl)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl: str) -> Export:
     rt, drv = require_bindings("Graph export")
-    graph = rt.cudaGraph_t(init_value=int(raw_graph))
-    exec_ = rt.cudaGraphExec_t(init_value=int(raw_exec))
+    graph = rt.cudaGraph_t(init_value=raw_graph)
     t0 = time.perf_counter()
-    types = _node_type_names(rt)
-    fast0 = _fastcuda.load() if impl != "bindings" else None
-    # cuda.bindings node objects are only needed without the ctypes path, or for driver tools ids.
-    nodes = _get_nodes(rt, graph) if (fast0 is None or id_source == "driver" or _tools_id_probe is not False) else []
+    fast = _fastcuda.load() if impl != "bindings" else None
+    if impl == "ctypes" and fast is None:
+        raise CaptureError("The ctypes export path needs libcuda.so.1 with CUDA 12+ entry points.")
+    nodes: list[Any] = [] if fast is not None else _get_nodes(rt, graph)  # cuda.bindings objects
+    handles = fast.nodes(raw_graph) if fast is not None else [int(n) for n in nodes]
+
+    def node_obj(i: int) -> Any:
+        return nodes[i] if nodes else rt.cudaGraphNode_t(init_value=handles[i])
 
     source = id_source
     if source == "auto":
-        source = "driver" if nodes and driver_has_tools_ids(rt, nodes[0]) else "cupti"
-    if source == "driver" and not nodes:
-        nodes = _get_nodes(rt, graph)
-    cupti = None
+        source = "driver" if handles and driver_has_tools_ids(rt, node_obj(0)) else "cupti"
+    # Per node, one of: CUPTI's id through ctypes (id_fn), or local_of(i) through a Python wrapper.
+    id_fn: Any = None
+    local_of: Any = None
     if source == "driver":
-        exec_id = check(rt.cudaGraphExecGetId(exec_), "cudaGraphExecGetId")
+        exec_id = check(rt.cudaGraphExecGetId(rt.cudaGraphExec_t(init_value=raw_exec)), "cudaGraphExecGetId")
         tools_id_of = rt.cudaGraphNodeGetToolsId
+
+        def local_of(i: int) -> int:
+            return int(tools_id_of(node_obj(i))[1]) & LOW32
     else:
         cupti = optional_cupti()
         if cupti is None:
@@ -129,88 +175,82 @@ def graph_data(
                 detail="cupti-python, which gives the node ids there (the driver's "
                 "cudaGraphNodeGetToolsId needs 13.1); take `cupti-python` matching your CUDA",
             )
-        exec_id = int(cupti.get_graph_exec_id(int(raw_exec)))
-
-    # CUPTI's per-node id through ctypes when impl allows (the cupti-python wrapper costs more).
-    cupti_node_id = cupti.get_graph_node_id if cupti is not None else None
-    if cupti is not None and impl != "bindings":
-        fc = _fastcuda.load_cupti()
+        exec_id = int(cupti.get_graph_exec_id(raw_exec))
+        fc = _fastcuda.load_cupti() if impl != "bindings" else None
         if fc is not None:
-            cupti_node_id = fc.node_id
-    handle_to_idx: dict[int, int] = {}
+            id_fn = fc.node_id_fn
+        else:
+            node_id = cupti.get_graph_node_id
+
+            def local_of(i: int) -> int:
+                return int(node_id(handles[i])) & LOW32
+
+    names = dict(_node_type_names(rt, drv))  # type enum -> node_type, completed below for unknowns
+    kernel_t = next((k for k, t in names.items() if t == "kernel"), -1)
+    child_t = next((k for k, t in names.items() if t == "child_graph"), -2)
+    # Out-parameters are passed as plain addresses: ctypes converts an int for a c_void_p argument
+    # faster than a byref() for a POINTER argument (about 40% of the call, measured).
+    ctype, idv, kp = ctypes.c_int(), ctypes.c_uint64(), _fastcuda.KernelParamsV2()
+    ctype_p, idv_p, kp_p = ctypes.addressof(ctype), ctypes.addressof(idv), ctypes.addressof(kp)
+    get_type = fast.get_type if fast is not None else None
+    kparams = fast.kparams if fast is not None else None
+    funcs: dict[int, tuple[str | None, str | None]] = {}  # function -> (kernel name, demangled name)
+    n = len(handles)
+    dependencies: list[list[int]] = [[] for _ in range(n)]
+    dependents: list[list[int]] = [[] for _ in range(n)]
     infos: list[dict[str, Any]] = []
     extras: list[dict[str, Any]] = []
-    func_names: dict[int, str | None] = {}
-    fast = _fastcuda.load() if impl != "bindings" else None
-    if impl == "ctypes" and fast is None:
-        raise CaptureError("The ctypes export path needs libcuda.so.1 with CUDA 12+ entry points.")
-    handles = fast.nodes(int(raw_graph)) if fast is not None else [int(n) for n in nodes]
-    kernel_t = next((k for k, t in types.items() if t == "kernel"), -1)
-    child_t = next((k for k, t in types.items() if t == "child_graph"), -2)
-    ctype = ctypes.c_int()
-    kp = _fastcuda.KernelParamsV2()
-    ctype_ref, kp_ref = ctypes.byref(ctype), ctypes.byref(kp)
-    get_type_fast = fast.get_type if fast is not None else None
-    kparams_fast = fast.kparams if fast is not None else None
-    get_type = rt.cudaGraphNodeGetType
-    CUgraphNode = drv.CUgraphNode
-    type_name = types.get
+    ntypes: list[int] = []
     high = exec_id << 32
     for i, h in enumerate(handles):
-        handle_to_idx[h] = i
-        if get_type_fast is not None:
-            get_type_fast(h, ctype_ref)
+        if get_type is not None:
+            get_type(h, ctype_p)
             ntype = ctype.value
         else:
-            ntype = int(get_type(nodes[i])[1])
-        if source == "driver":
-            local = int(tools_id_of(nodes[i])[1]) & LOW32
+            ntype = int(rt.cudaGraphNodeGetType(node_obj(i))[1])
+        if id_fn is not None:
+            if id_fn(h, idv_p) != 0:
+                raise CaptureError(f"cuptiGetGraphNodeId failed for node {i} of the graph.")
+            local = idv.value & LOW32
         else:
-            local = cupti_node_id(h) & LOW32  # type: ignore[misc]
+            local = local_of(i)
         kname = None
         if ntype == kernel_t:
-            if kparams_fast is not None and kparams_fast(h, kp_ref) == 0:
+            if kparams is not None and kparams(h, kp_p) == 0:
                 f = kp.func or 0
-                kname = func_names.get(f, _MISSING)
-                if kname is _MISSING:
-                    kname = func_names[f] = fast.name(f)  # type: ignore[union-attr]
+                fn = funcs.get(f)
+                if fn is None:
+                    fn = funcs[f] = _function(fast.name(f))  # type: ignore[union-attr]
+                kname = fn[0]
                 if with_meta:
-                    extras.append(_kernel_extra(kname, [kp.gridDimX, kp.gridDimY, kp.gridDimZ],
-                                                [kp.blockDimX, kp.blockDimY, kp.blockDimZ], kp.sharedMemBytes))
+                    extra = {"grid": [kp.gridDimX, kp.gridDimY, kp.gridDimZ],
+                             "block": [kp.blockDimX, kp.blockDimY, kp.blockDimZ], "shared_mem": kp.sharedMemBytes}
+                    if fn[1] is not None:
+                        extra["demangled"] = fn[1]
+                    extras.append(extra)
             else:
-                err, p = drv.cuGraphKernelNodeGetParams(CUgraphNode(init_value=h))
-                p = p if int(err) == 0 else None
-                f = int(p.func) if p is not None else 0
-                if f not in func_names:
-                    func_names[f] = _func_name(drv, f)
-                kname = func_names[f]
-                if with_meta:
-                    extras.append(_kernel_extra(
-                        kname, [p.gridDimX, p.gridDimY, p.gridDimZ] if p is not None else None,
-                        [p.blockDimX, p.blockDimY, p.blockDimZ] if p is not None else None,
-                        p.sharedMemBytes if p is not None else None))
+                kname = _bindings_kernel(drv, h, funcs, extras if with_meta else None)
         elif with_meta:
             extras.append(_child_summary(rt, rt.cudaGraphNode_t(init_value=h)) if ntype == child_t else {})
-        infos.append(
-            {
-                "index": i,
-                "node_type": type_name(ntype) or f"unknown_{ntype}",
-                "tools_id": high | local,
-                "graph_id": exec_id,
-                "node_id": local,
-                "kernel_name": kname,
-                "dependencies": [],
-                "dependents": [],
-            }
-        )
+        tname = names.get(ntype)
+        if tname is None:
+            tname = names[ntype] = f"unknown_{ntype}"
+        ntypes.append(ntype)
+        infos.append({"index": i, "node_type": tname, "tools_id": high | local, "graph_id": exec_id,
+                      "node_id": local, "kernel_name": kname, "dependencies": dependencies[i],
+                      "dependents": dependents[i]})
 
-    frm, to = _get_edges(rt, graph)
-    for a, b in zip(frm, to):
-        src = handle_to_idx.get(int(a))
-        dst = handle_to_idx.get(int(b))
+    edges = fast.edges(raw_graph) if fast is not None else None
+    if edges is None:
+        frm_o, to_o = _get_edges(rt, graph)
+        edges = [int(a) for a in frm_o], [int(b) for b in to_o]
+    index = dict(zip(handles, range(n)))
+    get = index.get
+    for a, b in zip(*edges):
+        src, dst = get(a), get(b)
         if src is not None and dst is not None:
-            infos[src]["dependents"].append(dst)
-            infos[dst]["dependencies"].append(src)
+            dependents[src].append(dst)
+            dependencies[dst].append(src)
     export_s = time.perf_counter() - t0
 
     out: dict[str, Any] = {"exec_graph_id": exec_id, "nodes": infos}
@@ -222,19 +262,35 @@ def graph_data(
             "timings": {"export_s": export_s},
             "nodes": extras,
         }
-    return out
+    return Export(out, {names[t]: c for t, c in Counter(ntypes).items()})
 
 
-_MISSING: Any = object()
+def _function(name: str | None) -> tuple[str | None, str | None]:
+    """(kernel name, demangled name or None when it demangles to itself): once per function."""
+    if not name:
+        return name, None
+    dm = demangle(name)
+    return name, (dm if dm != name else None)
 
 
-def _kernel_extra(kname: str | None, grid: Any, block: Any, smem: Any) -> dict[str, Any]:
-    extra: dict[str, Any] = {"grid": grid, "block": block, "shared_mem": smem}
-    if kname:
-        dm = demangle(kname)
-        if dm != kname:
-            extra["demangled"] = dm
-    return extra
+def _bindings_kernel(drv: Any, h: int, funcs: dict[int, tuple[str | None, str | None]],
+                     extras: list[dict[str, Any]] | None) -> str | None:
+    """A kernel node's name (and, into ``extras``, its launch shape) through cuda.bindings."""
+    err, p = drv.cuGraphKernelNodeGetParams(drv.CUgraphNode(init_value=h))
+    p = p if int(err) == 0 else None
+    f = int(p.func) if p is not None else 0
+    fn = funcs.get(f)
+    if fn is None:
+        fn = funcs[f] = _function(_func_name(drv, f))
+    if extras is not None:
+        extra: dict[str, Any] = {
+            "grid": [p.gridDimX, p.gridDimY, p.gridDimZ] if p is not None else None,
+            "block": [p.blockDimX, p.blockDimY, p.blockDimZ] if p is not None else None,
+            "shared_mem": p.sharedMemBytes if p is not None else None}
+        if fn[1] is not None:
+            extra["demangled"] = fn[1]
+        extras.append(extra)
+    return fn[0]
 
 
 def _func_name(drv: Any, f: int) -> str | None:
