@@ -59,6 +59,7 @@ for r in range(rounds):
     times["off"].append(timed(n))
     order = names[r % len(names):] + names[:r % len(names)]
     for v in order:
+        print(f"round {r} variant {v}", file=sys.stderr, flush=True)
         with CuptiCollector(CuptiOptions(**variants[v])) as c:
             t = timed(n)
         times.setdefault(v, []).append(t)
@@ -68,7 +69,7 @@ for r in range(rounds):
                    "dropped": c.dropped, "notes": c.notes, "channels": sorted({x["channel"] for x in gpu})}
 res = {"n": n, "median": {k: statistics.median(v) for k, v in times.items()},
        "spread": {k: (min(v), max(v)) for k, v in times.items()}, "info": info}
-print("@@" + json.dumps(res))
+print("@@" + json.dumps(res), flush=True)
 """
 
 
@@ -82,22 +83,38 @@ def main() -> int:
     a = ap.parse_args()
     names = list(VARIANTS) if a.variants == "all" else a.variants.split(",")
     chosen = {v: VARIANTS[v] for v in names}
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "PYTHONUNBUFFERED": "1"}
     out: dict[str, object] = {}
     for w in a.workloads.split(","):
         path = ROOT / "sample_workloads" / f"{w}.py"
-        r = subprocess.run([sys.executable, "-c", CHILD, str(path), json.dumps(chosen), str(a.rounds)],
-                           capture_output=True, text=True, env=env)
-        line = [x for x in r.stdout.splitlines() if x.startswith("@@")]
-        if not line:
-            print(f"{w}: failed: {r.stderr.strip()[-400:]}")
+        todo = dict(chosen)
+        while todo:
+            r = subprocess.run([sys.executable, "-c", CHILD, str(path), json.dumps(todo), str(a.rounds)],
+                               capture_output=True, text=True, env=env)
+            line = [x for x in r.stdout.splitlines() if x.startswith("@@")]
+            if line:
+                if r.returncode:
+                    print(f"{w}: (the child exited {r.returncode} after printing its figures)")
+                break
+            steps = [x for x in r.stderr.splitlines() if x.startswith("round ")]
+            print(f"{w}: child exited {r.returncode} after {steps[-1] if steps else 'no step'}; "
+                  f"stderr ends: {r.stderr.strip()[-300:]!r}")
+            bad = steps[-1].split()[-1] if steps else None
+            if bad not in todo:
+                todo = {}
+                break
+            print(f"  {w}: again without {bad}")
+            del todo[bad]
+        if not todo:
             continue
+        names_w = list(todo)
         d = json.loads(line[-1][2:])
         out[w] = d
         off = d["median"]["off"]
         lo, hi = d["spread"]["off"]
         print(f"\n{w}: untraced {off:9.2f} µs/replay (rounds {lo:.2f}..{hi:.2f}), blocks of {d['n']} replays")
-        for v in names:
+        for v in names_w:
             on, info = d["median"][v], d["info"][v]
             items = info["graph_records"] / d["n"] if d["n"] else 0
             per = (on - off) / items if items else float("nan")

@@ -74,22 +74,23 @@ class Driver:
             raise OSError("cuGraphGetNodes failed")
         return buf[: n.value].tolist()
 
-    def edges(self, graph: int) -> tuple[list[int], list[int]] | None:
-        """(from handles, to handles) in cuGraphGetEdges order; None without cuGraphGetEdges_v2 or
-        when it fails (the caller then asks cuda.bindings, whose error names the CUDA error)."""
+    def edges(self, graph: int) -> tuple[array, array] | None:  # type: ignore[type-arg]
+        """(from handles, to handles) as ``array("Q")`` in cuGraphGetEdges order; None without
+        cuGraphGetEdges_v2 or when it fails (the caller then asks cuda.bindings, whose error names
+        the CUDA error)."""
         if self.get_edges is None:
             return None
         n = ctypes.c_size_t(0)
         if self.get_edges(graph, None, None, None, ctypes.byref(n)) != 0:
             return None
-        if not n.value:
-            return [], []
         frm, to = array("Q", bytes(8 * n.value)), array("Q", bytes(8 * n.value))
+        if not n.value:
+            return frm, to
         data = bytearray(_EDGE_DATA_BYTES * n.value)
         data_buf = (ctypes.c_char * len(data)).from_buffer(data)
         if self.get_edges(graph, _address(frm), _address(to), ctypes.addressof(data_buf), ctypes.byref(n)) != 0:
             return None
-        return frm[: n.value].tolist(), to[: n.value].tolist()
+        return frm[: n.value], to[: n.value]
 
     def name(self, func: int) -> str | None:
         p = ctypes.c_char_p()
