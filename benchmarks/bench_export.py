@@ -141,13 +141,13 @@ def build(n: int) -> Any:
     return g, x
 
 
-def per_call_costs(raw: int) -> None:
+def per_call_costs(raw: int, ref: Any) -> None:
     """Per-node call cost of each per-node driver/CUPTI call, to see where an export's time goes."""
     from cupti import cupti as cp
 
     from cgtool.capture import _fastcuda
 
-    fast, fc = _fastcuda.load(), _fastcuda.load_cupti()
+    fast, fc = _fastcuda.load(), ref.load_cupti()
     if fast is None:
         return
     hs = fast.nodes(raw)
@@ -168,6 +168,16 @@ def per_call_costs(raw: int) -> None:
         for h in hs:
             fn(h)
         print(f"  per call: {name:42s} {(time.perf_counter() - t0) / len(hs) * 1e6:6.3f} µs")
+    size = ctypes.sizeof(_fastcuda.KernelParamsV2)
+    arr = (_fastcuda.KernelParamsV2 * len(hs))()
+    base = ctypes.addressof(arr)
+    t0 = time.perf_counter()
+    list(map(fast.kparams, hs, range(base, base + len(hs) * size, size)))
+    t1 = time.perf_counter()
+    list(map(cp.get_graph_node_id, hs))
+    t2 = time.perf_counter()
+    print(f"  per node, by map(): cuGraphKernelNodeGetParams_v2 {(t1 - t0) / len(hs) * 1e6:6.3f} µs, "
+          f"cupti.get_graph_node_id {(t2 - t1) / len(hs) * 1e6:6.3f} µs")
     t0 = time.perf_counter()
     fast.nodes(raw)
     t1 = time.perf_counter()
@@ -242,7 +252,7 @@ def main() -> int:
         if a.check:
             ok &= same_export(ref, raw, exe, f"synthetic {nodes}-node graph")
         if n == 10_000 or len(sizes) == 1:
-            per_call_costs(raw)
+            per_call_costs(raw, ref)
             if a.profile_dir is not None:
                 buf = io.StringIO()
                 profiles(ref, g, buf)

@@ -9,7 +9,8 @@ of back-to-back replays (one CUDA event pair around the block; the block is size
 with tracing off and then under each CUPTI setting (``cgtool.capture.cupti_trace.CuptiOptions``),
 in an order rotated from round to round. Prints per workload the median µs per replay, the ratio
 to untraced, the extra µs per GPU item of a replay (the stretch ``deps`` sees in the gaps), and the
-records of one traced block; settings CUPTI refused are named.
+records of one traced block; settings CUPTI refused are named. A child that crashes or hangs under
+one setting is run again without it (``--timeout``, ``--log`` keeps the children's stderr).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +38,7 @@ VARIANTS: dict[str, dict[str, object]] = {
 }
 
 CHILD = r"""
-import json, statistics, sys, torch
+import json, sys, torch
 from cgtool.capture.entrypoint import parse_target
 from cgtool.capture.runner import capture_workload
 from cgtool.capture.cupti_trace import CuptiCollector, CuptiOptions
@@ -52,76 +54,93 @@ def timed(n):
 for _ in range(20): cap.replay()
 one = timed(20)
 n = max(10, min(400, int(50_000 / max(one, 1e-3))))
-times = {"off": []}
-info = {}
 names = list(variants)
 for r in range(rounds):
-    times["off"].append(timed(n))
+    print("@@" + json.dumps({"variant": "off", "us": timed(n), "n": n}), flush=True)
     order = names[r % len(names):] + names[:r % len(names)]
     for v in order:
         print(f"round {r} variant {v}", file=sys.stderr, flush=True)
         with CuptiCollector(CuptiOptions(**variants[v])) as c:
             t = timed(n)
-        times.setdefault(v, []).append(t)
         gpu = [x for x in c.records if x["kind"] != "launch"]
-        info[v] = {"gpu_records": len(gpu), "launch_records": len(c.records) - len(gpu),
-                   "graph_records": sum(1 for x in gpu if x.get("graph_id")), "buffers": c.buffers,
-                   "dropped": c.dropped, "notes": c.notes, "channels": sorted({x["channel"] for x in gpu})}
-res = {"n": n, "median": {k: statistics.median(v) for k, v in times.items()},
-       "spread": {k: (min(v), max(v)) for k, v in times.items()}, "info": info}
-print("@@" + json.dumps(res), flush=True)
+        print("@@" + json.dumps({"variant": v, "us": t, "n": n, "gpu_records": len(gpu),
+                                 "launch_records": len(c.records) - len(gpu),
+                                 "graph_records": sum(1 for x in gpu if x.get("graph_id")), "buffers": c.buffers,
+                                 "dropped": c.dropped, "notes": c.notes}), flush=True)
 """
+
+
+def run_child(w: str, variants: dict[str, dict[str, object]], rounds: int, timeout: float, env: dict[str, str],
+              log: Path | None) -> tuple[list[dict[str, object]], str]:
+    """The measurements one child printed (all of them, or up to a crash or the timeout) and how it ended."""
+    path = ROOT / "sample_workloads" / f"{w}.py"
+    cmd = [sys.executable, "-c", CHILD, str(path), json.dumps(variants), str(rounds)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        out, err, end = r.stdout, r.stderr, f"exit {r.returncode}"
+    except subprocess.TimeoutExpired as e:
+        def text(b: object) -> str:
+            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")  # type: ignore[return-value]
+        out, err, end = text(e.stdout), text(e.stderr), f"killed after {timeout:.0f} s"
+    if log is not None:
+        with log.open("a") as f:
+            f.write(f"===== {w} {list(variants)}: {end}\n{err[-3000:]}\n")
+    steps = [x for x in err.splitlines() if x.startswith("round ")]
+    if end != "exit 0":
+        end += f" during {steps[-1] if steps else 'capture'}"
+    return [json.loads(x[2:]) for x in out.splitlines() if x.startswith("@@")], end
+
+
+def report(w: str, rows: list[dict[str, object]], names: list[str]) -> dict[str, object]:
+    off = [float(r["us"]) for r in rows if r["variant"] == "off"]  # type: ignore[arg-type]
+    if not off:
+        return {}
+    base = statistics.median(off)
+    print(f"\n{w}: untraced {base:9.2f} µs/replay (rounds {min(off):.2f}..{max(off):.2f}), "
+          f"blocks of {rows[0]['n']} replays")
+    res: dict[str, object] = {"off": base}
+    for v in names:
+        got = [r for r in rows if r["variant"] == v]
+        if not got:
+            continue
+        on = statistics.median(float(r["us"]) for r in got)  # type: ignore[arg-type]
+        last = got[-1]
+        items = float(last["graph_records"]) / float(last["n"])  # type: ignore[arg-type]
+        per = (on - base) / items if items else float("nan")
+        notes = "; ".join(last["notes"])  # type: ignore[arg-type]
+        print(f"  {v:22s} {on:9.2f} µs/replay  {on / base:6.3f}x  {per:+7.3f} µs/item  ({items:.0f} items/replay, "
+              f"{last['launch_records']} launch records, {last['buffers']} buffers)" + (f"  refused: {notes}" if notes else ""))
+        res[v] = {"us": on, "ratio": on / base, "per_item_us": per, "items_per_replay": items, "notes": notes}
+    return res
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workloads", default="chain,forkjoin,transformer_block,train_step,moe_layer,gpt2_decode,resnet50")
-    ap.add_argument("--variants", default="default",
-                    help=f"comma-separated, or 'all': {', '.join(VARIANTS)}")
+    ap.add_argument("--variants", default="default", help=f"comma-separated, or 'all': {', '.join(VARIANTS)}")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per workload process")
+    ap.add_argument("--log", type=Path, default=None, help="append the children's stderr here")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args()
     names = list(VARIANTS) if a.variants == "all" else a.variants.split(",")
-    chosen = {v: VARIANTS[v] for v in names}
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "PYTHONUNBUFFERED": "1"}
     out: dict[str, object] = {}
     for w in a.workloads.split(","):
-        path = ROOT / "sample_workloads" / f"{w}.py"
-        todo = dict(chosen)
+        todo = {v: VARIANTS[v] for v in names}
+        rows: list[dict[str, object]] = []
         while todo:
-            r = subprocess.run([sys.executable, "-c", CHILD, str(path), json.dumps(todo), str(a.rounds)],
-                               capture_output=True, text=True, env=env)
-            line = [x for x in r.stdout.splitlines() if x.startswith("@@")]
-            if line:
-                if r.returncode:
-                    print(f"{w}: (the child exited {r.returncode} after printing its figures)")
+            got, end = run_child(w, todo, a.rounds, a.timeout, env, a.log)
+            rows += got
+            if end == "exit 0":
                 break
-            steps = [x for x in r.stderr.splitlines() if x.startswith("round ")]
-            print(f"{w}: child exited {r.returncode} after {steps[-1] if steps else 'no step'}; "
-                  f"stderr ends: {r.stderr.strip()[-300:]!r}")
-            bad = steps[-1].split()[-1] if steps else None
+            bad = end.split()[-1]
+            print(f"{w}: the child ended ({end}); measurements kept: {len(got)}")
             if bad not in todo:
-                todo = {}
                 break
-            print(f"  {w}: again without {bad}")
-            del todo[bad]
-        if not todo:
-            continue
-        names_w = list(todo)
-        d = json.loads(line[-1][2:])
-        out[w] = d
-        off = d["median"]["off"]
-        lo, hi = d["spread"]["off"]
-        print(f"\n{w}: untraced {off:9.2f} µs/replay (rounds {lo:.2f}..{hi:.2f}), blocks of {d['n']} replays")
-        for v in names_w:
-            on, info = d["median"][v], d["info"][v]
-            items = info["graph_records"] / d["n"] if d["n"] else 0
-            per = (on - off) / items if items else float("nan")
-            lo, hi = d["spread"][v]
-            print(f"  {v:24s} {on:9.2f} µs/replay  {on / off:6.3f}x  {per:+7.3f} µs/item  ({items:.0f} items/replay, "
-                  f"{info['launch_records']} launch records, {info['buffers']} buffers, rounds {lo:.1f}..{hi:.1f})"
-                  + (f"  refused: {'; '.join(info['notes'])}" if info["notes"] else ""))
+            todo = {v: o for v, o in todo.items() if v != bad and not any(r["variant"] == v for r in got)}
+        out[w] = report(w, rows, names)
     if a.json is not None:
         a.json.write_text(json.dumps(out, indent=1))
     return 0

@@ -2,6 +2,7 @@
 ``benchmarks/bench_export.py --check`` and ``tests/gpu/test_engine_gpu.py`` compare the optimised
 ``cgtool.capture.export.graph_data`` with it on real graphs (same JSON apart from the measured
 ``export_s``), and the benchmark prints its time beside the new one. Not used by cgtool itself.
+Verbatim apart from the ctypes CUPTI helper it used, copied in at the end (cgtool no longer has it).
 
 Differences to expect, by design: the old export named batch memory-op nodes ``unknown_<n>`` (``Graph``
 renamed them afterwards); the new one names them ``batch_mem_op`` itself.
@@ -126,7 +127,7 @@ def graph_data(
     # CUPTI's per-node id through ctypes when impl allows (the cupti-python wrapper costs more).
     cupti_node_id = cupti.get_graph_node_id if cupti is not None else None
     if cupti is not None and impl != "bindings":
-        fc = _fastcuda.load_cupti()
+        fc = load_cupti()
         if fc is not None:
             cupti_node_id = fc.node_id
     handle_to_idx: dict[int, int] = {}
@@ -248,3 +249,42 @@ def _child_summary(rt: Any, node: Any) -> dict[str, Any]:
 
 
 from cgtool.capture.export import environment  # noqa: E402  (unchanged by issue 18)
+
+
+# From cgtool/capture/_fastcuda.py as it was (the export now asks cupti-python itself).
+class Cupti:
+    """cuptiGetGraphNodeId / cuptiGetGraphExecId through ctypes on the libcupti that cupti-python loaded."""
+
+    def __init__(self, lib: Any) -> None:
+        self.node_id_fn = lib.cuptiGetGraphNodeId
+        self.node_id_fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]  # (CUgraphNode, uint64_t*)
+        self.node_id_fn.restype = ctypes.c_int
+        self._out = ctypes.c_uint64()
+        self._ref = ctypes.addressof(self._out)
+
+    def node_id(self, node: int) -> int:
+        if self.node_id_fn(node, self._ref) != 0:
+            raise OSError("cuptiGetGraphNodeId failed")
+        return self._out.value
+
+
+_cupti: Any = None
+
+
+def load_cupti() -> Cupti | None:
+    """The ctypes CUPTI entry points, from the libcupti already mapped into this process."""
+    global _cupti
+    if _cupti is None:
+        _cupti = False
+        try:
+            with open("/proc/self/maps") as f:
+                paths = {line.split()[-1] for line in f if "libcupti.so" in line}
+            for p in sorted(paths):
+                try:
+                    _cupti = Cupti(ctypes.CDLL(p))
+                    break
+                except (OSError, AttributeError):
+                    continue
+        except OSError:
+            pass
+    return _cupti or None

@@ -123,8 +123,9 @@ class CuptiCollector:
             self._try("hw_trace", cp.activity_enable_hw_trace, 1)
         if o.device_buffer_bytes is not None:
             size = ctypes.c_size_t(o.device_buffer_bytes)
+            nbytes = ctypes.c_size_t(ctypes.sizeof(size))  # cuptiActivitySetAttribute takes size_t* valueSize
             self._try("device buffer size", cp.activity_set_attribute, cp.ActivityAttribute.ATTR_DEVICE_BUFFER_SIZE,
-                      ctypes.sizeof(size), ctypes.addressof(size))
+                      ctypes.addressof(nbytes), ctypes.addressof(size))
         for k in self.kinds:
             cp.activity_enable(k)
         if o.launches == "graph":

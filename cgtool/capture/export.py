@@ -20,7 +20,6 @@ import ctypes
 import functools
 import gc
 import os
-import struct
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -184,54 +183,73 @@ def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl
     names = dict(_node_type_names(rt, drv))  # type enum -> node_type, completed below for unknowns
     kernel_t = next((k for k, t in names.items() if t == "kernel"), -1)
     child_t = next((k for k, t in names.items() if t == "child_graph"), -2)
-    dependencies, dependents = _adjacency(handles, fast.edges(raw_graph) if fast is not None else None, rt, graph)
-    ctype, kp = ctypes.c_int(), _fastcuda.KernelParamsV2()
-    # Out-parameters are passed as plain addresses: ctypes converts an int for a c_void_p argument
-    # faster than a byref() for a POINTER argument (bench_export.py prints both).
-    ctype_p, kp_p = ctypes.addressof(ctype), ctypes.addressof(kp)
-    get_type = fast.get_type if fast is not None else None
-    kparams = fast.kparams if fast is not None else None
-    unpack = _KPARAMS.unpack_from
-    funcs: dict[int, tuple[str | None, str | None]] = {}  # function -> (kernel name, demangled name)
-    infos: list[dict[str, Any]] = []
-    extras: list[dict[str, Any]] = []
-    other_types: list[int] = []  # node types other than kernel, counted at the end
-    high = exec_id << 32
     kernel_name = names.get(kernel_t, "kernel")
-    for i, h in enumerate(handles):
-        # A kernel node answers cuGraphKernelNodeGetParams; any other node type refuses it
-        # (CUDA_ERROR_INVALID_VALUE) and only then is its type asked: one driver call fewer for
-        # the usual node.
-        if kparams is not None and kparams(h, kp_p) == 0:
-            f, gx, gy, gz, bx, by, bz, smem = unpack(kp)
-            fn = funcs.get(f)
-            if fn is None:
-                fn = funcs[f] = _function(fast.name(f))  # type: ignore[union-attr]
-            kname = fn[0]
-            tname = kernel_name
-            if with_meta:
-                extra = {"grid": [gx, gy, gz], "block": [bx, by, bz], "shared_mem": smem}
-                if fn[1] is not None:
-                    extra["demangled"] = fn[1]
-                extras.append(extra)
+    n = len(handles)
+    dependencies, dependents = _adjacency(handles, fast.edges(raw_graph) if fast is not None else None, rt, graph)
+
+    # Column by column, each driver call made for every node by a C-level map() rather than a
+    # Python loop (the loop's own bytecode cost as much as the calls; bench_export.py profiles it).
+    # Kernel parameters go straight into one array of structs: a kernel node answers
+    # cuGraphKernelNodeGetParams, any other node type refuses it (CUDA_ERROR_INVALID_VALUE), and
+    # only those nodes are asked their type.
+    size = ctypes.sizeof(_fastcuda.KernelParamsV2)
+    params = (_fastcuda.KernelParamsV2 * n)()
+    if fast is not None and n:
+        base = ctypes.addressof(params)
+        refused = [i for i, rc in enumerate(map(fast.kparams, handles, range(base, base + n * size, size))) if rc]
+    else:
+        refused = list(range(n))
+    other_types: dict[int, int] = {}  # node index -> type, for nodes other than kernels
+    by_bindings: dict[int, tuple[str | None, dict[str, Any]]] = {}  # kernels read through cuda.bindings
+    funcs_known: dict[int, tuple[str | None, str | None]] = {}  # function -> (kernel name, demangled)
+    ctype = ctypes.c_int()
+    for i in refused:
+        if fast is not None:
+            fast.get_type(handles[i], ctypes.addressof(ctype))
+            ntype = ctype.value
         else:
-            if get_type is not None:
-                get_type(h, ctype_p)
-                ntype = ctype.value
-            else:
-                ntype = int(rt.cudaGraphNodeGetType(node_obj(i))[1])
-            kname = None
-            if ntype == kernel_t:  # a kernel node whose parameters ctypes could not read
-                kname = _bindings_kernel(drv, h, funcs, extras if with_meta else None)
-            else:
-                other_types.append(ntype)
-                if with_meta:
-                    extras.append(_child_summary(rt, rt.cudaGraphNode_t(init_value=h)) if ntype == child_t else {})
-            tname = names.get(ntype) or names.setdefault(ntype, f"unknown_{ntype}")
-        local = (node_id(h) if node_id is not None else tools_local(i)) & LOW32
-        infos.append({"index": i, "node_type": tname, "tools_id": high | local, "graph_id": exec_id,
-                      "node_id": local, "kernel_name": kname, "dependencies": dependencies[i],
-                      "dependents": dependents[i]})
+            ntype = int(rt.cudaGraphNodeGetType(node_obj(i))[1])
+        if ntype == kernel_t:  # a kernel node whose parameters ctypes could not read
+            extra: list[dict[str, Any]] = []
+            by_bindings[i] = (_bindings_kernel(drv, handles[i], funcs_known, extra), extra[0])
+        else:
+            other_types[i] = ntype
+
+    col = np.frombuffer(memoryview(params), dtype=_KPARAMS_DTYPE) if n else np.zeros(0, _KPARAMS_DTYPE)
+    funcs = col["func"].tolist()
+    for i in refused:
+        funcs[i] = 0  # whatever a refusing call left in its slot is not a function
+    for f in set(funcs):  # names and demangling: once per function
+        if f not in funcs_known:
+            funcs_known[f] = _function(fast.name(f) if fast is not None else _func_name(drv, f))
+    knames = [funcs_known[f][0] for f in funcs]
+    tnames = [kernel_name] * n
+    for i, t in other_types.items():
+        tnames[i] = names.get(t) or names.setdefault(t, f"unknown_{t}")
+        knames[i] = None
+    for i, (kname, _) in by_bindings.items():
+        knames[i] = kname
+
+    if node_id is not None:
+        ids = np.fromiter(map(node_id, handles), dtype=np.uint64, count=n)
+    else:
+        ids = np.array([tools_local(i) for i in range(n)], dtype=np.uint64)
+    local = ids & np.uint64(LOW32)
+    locals_ = local.tolist()
+    tools = (local | np.uint64(exec_id << 32)).tolist()
+    infos = [{"index": i, "node_type": t, "tools_id": tid, "graph_id": exec_id, "node_id": loc, "kernel_name": k,
+              "dependencies": d, "dependents": e}
+             for i, t, tid, loc, k, d, e in zip(range(n), tnames, tools, locals_, knames, dependencies, dependents)]
+    extras: list[dict[str, Any]] = []
+    if with_meta:
+        dms = [funcs_known[f][1] for f in funcs]
+        extras = [{"grid": g, "block": b, "shared_mem": sm} if dm is None else
+                  {"grid": g, "block": b, "shared_mem": sm, "demangled": dm}
+                  for g, b, sm, dm in zip(col["grid"].tolist(), col["block"].tolist(), col["smem"].tolist(), dms)]
+        for i, t in other_types.items():
+            extras[i] = _child_summary(rt, rt.cudaGraphNode_t(init_value=handles[i])) if t == child_t else {}
+        for i, (_, kextra) in by_bindings.items():
+            extras[i] = kextra
     export_s = time.perf_counter() - t0
 
     out: dict[str, Any] = {"exec_graph_id": exec_id, "nodes": infos}
@@ -243,14 +261,16 @@ def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl
             "timings": {"export_s": export_s},
             "nodes": extras,
         }
-    counts = {names[t]: c for t, c in Counter(other_types).items()}
-    if len(handles) > len(other_types):
-        counts[kernel_name] = counts.get(kernel_name, 0) + len(handles) - len(other_types)
+    counts = {names[t]: c for t, c in Counter(other_types.values()).items()}
+    if n > len(other_types):
+        counts[kernel_name] = counts.get(kernel_name, 0) + n - len(other_types)
     return Export(out, counts)
 
 
-#: CUDA_KERNEL_NODE_PARAMS_v2 up to sharedMemBytes: func, grid x/y/z, block x/y/z, shared memory.
-_KPARAMS = struct.Struct("@P7I")
+#: CUDA_KERNEL_NODE_PARAMS_v2 (``_fastcuda.KernelParamsV2``) as numpy reads an array of them.
+_KPARAMS_DTYPE = np.dtype({"names": ["func", "grid", "block", "smem"],
+                           "formats": ["<u8", ("<u4", (3,)), ("<u4", (3,)), "<u4"],
+                           "offsets": [0, 8, 20, 32], "itemsize": 72})
 
 
 def _adjacency(handles: list[int], edges: tuple[Any, Any] | None, rt: Any, graph: Any
