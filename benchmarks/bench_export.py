@@ -226,7 +226,8 @@ def main() -> int:
     clock = GcClock()
     sizes = [int(s) for s in a.sizes.split(",")]
     rows: list[dict[str, Any]] = []
-    ok = True
+    ok = True  # every export equal to the old one
+    met = True  # every target met
     for n in sizes:
         g, _keep = build(n)
         raw, exe = g.raw_cuda_graph(), g.raw_cuda_graph_exec()
@@ -267,7 +268,7 @@ def main() -> int:
             print(f"  {name:24s} {t * 1e3:9.2f} ms  {t / nodes * 1e6:6.2f} µs/node  {t / base:6.2f}x bare"
                   f"  (GC {gct * 1e3:7.2f} ms){verdict}")
             if target is not None and t / base > target:
-                ok = False
+                met = False
         rows.append({"nodes": nodes, **{k: v[0] for k, v in res.items()}, **{f"gc {k}": v[1] for k, v in res.items()}})
         del g, _keep, cases
         gc.collect()
@@ -283,8 +284,9 @@ def main() -> int:
         ok &= check_samples(ref)
     if a.json is not None:
         a.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
-    print(f"\n{'all targets met, exports equal' if ok else 'SOME TARGET MISSED OR AN EXPORT DIFFERED'}")
-    return 0 if ok else 1
+    print(f"\ntargets: {'all met' if met else 'SOME MISSED'}" + (
+        f"; exports: {'all equal to the old ones' if ok else 'SOME DIFFER'}" if a.check else ""))
+    return 0 if ok and met else 1
 
 
 def check_samples(ref: Any) -> bool:
