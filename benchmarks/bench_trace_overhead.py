@@ -1,27 +1,58 @@
-"""Replay time with CUPTI tracing on against off, same graph, one process per mode.
+"""Replay time with CUPTI tracing on against off, per sample workload and per CUPTI setting.
 
-    PYTHONPATH=. python3 benchmarks/bench_trace_overhead.py   (GPU machine, cupti-python needed)
+    PYTHONPATH=. python3 benchmarks/bench_trace_overhead.py [--workloads chain,forkjoin,...] [--variants all]
+                                                             [--rounds 5] [--json OUT]
 
-For each workload: capture, then 200 replays timed by one event pair with tracing off, then the
-same under cgtool's CUPTI collector (kernel, memcpy, memset and runtime activity), alternating 5
-rounds. Prints per-replay µs and the ratio. A fresh process per workload, since CUPTI stays
-attached to a process once enabled.
+GPU machine, cupti-python needed. One fresh process per workload (CUPTI stays attached to a
+process once enabled): capture, 20 warm-up replays, then ``--rounds`` rounds, each timing a block
+of back-to-back replays (one CUDA event pair around the block; the block is sized to about 50 ms)
+with tracing off and then under each CUPTI setting (``cgtool.capture.cupti_trace.CuptiOptions``),
+in an order rotated from round to round. Prints per workload the median µs per replay, the ratio
+to untraced, the extra µs per GPU item of a replay (the stretch ``deps`` sees in the gaps), and the
+records of one traced block; settings CUPTI refused are named. A child that crashes or hangs under
+one setting is run again without it (``--timeout``, ``--log`` keeps the children's stderr): on the
+H100 machine the chain's child hung entering a setting in its second round (many records per block,
+CUPTI enabled and disabled again and again in one process; `cgtool trace` enables it once).
+
+Measured on the H100 machine (issue 18; `cuptiActivityEnableLatencyTimestamps` is off in all but its
+own row): no setting lowers the overhead without changing what `deps` reads. ``kernel-kind`` (the
+serialising KERNEL record kind) brought the chain to 1.03x but serialises concurrent kernels
+(fork/join 1.28x, and the tracer's own serialisations would be reported as fake dependencies);
+``graph-launches-only`` gave no launch records at all and cost more; larger host or device buffers
+and ``hw-trace`` (refused: the hardware event system needs a newer GPU) changed nothing measurable.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: name -> CuptiOptions keyword arguments. "default" is what `cgtool trace` uses.
+VARIANTS: dict[str, dict[str, object]] = {
+    "default": {},
+    "graph-launches-only": {"launches": "graph"},
+    "kernel-kind": {"kernel_kind": "kernel"},
+    "hw-trace": {"hw_trace": True},
+    "64MiB-buffers": {"buffer_bytes": 64 << 20},
+    "device-buffer-64MiB": {"device_buffer_bytes": 64 << 20},
+    "latency-timestamps-on": {"latency_timestamps": True},
+}
 
 CHILD = r"""
-import json, statistics, sys, torch
+import json, sys, torch
 from cgtool.capture.entrypoint import parse_target
 from cgtool.capture.runner import capture_workload
-from cgtool.capture.cupti_trace import CuptiCollector
-cap = capture_workload(parse_target(sys.argv[1]), [], check=False)
-def timed(n=200):
+from cgtool.capture.cupti_trace import CuptiCollector, CuptiOptions
+target, variants, rounds = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+cap = capture_workload(parse_target(target), [], check=False)
+def timed(n):
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     s.record()
     for _ in range(n):
@@ -29,28 +60,99 @@ def timed(n=200):
     e.record(); torch.cuda.synchronize()
     return s.elapsed_time(e) * 1000 / n
 for _ in range(20): cap.replay()
-off, on = [], []
-for _ in range(5):
-    off.append(timed())
-    with CuptiCollector() as c:
-        on.append(timed())
-    n = len(c.records)
-print("@@" + json.dumps({"off": statistics.median(off), "on": statistics.median(on), "records": n}))
+one = timed(20)
+n = max(10, min(400, int(50_000 / max(one, 1e-3))))
+names = list(variants)
+for r in range(rounds):
+    print("@@" + json.dumps({"variant": "off", "us": timed(n), "n": n}), flush=True)
+    order = names[r % len(names):] + names[:r % len(names)]
+    for v in order:
+        print(f"round {r} variant {v}", file=sys.stderr, flush=True)
+        with CuptiCollector(CuptiOptions(**variants[v])) as c:
+            t = timed(n)
+        gpu = [x for x in c.records if x["kind"] != "launch"]
+        print("@@" + json.dumps({"variant": v, "us": t, "n": n, "gpu_records": len(gpu),
+                                 "launch_records": len(c.records) - len(gpu),
+                                 "graph_records": sum(1 for x in gpu if x.get("graph_id")), "buffers": c.buffers,
+                                 "dropped": c.dropped, "notes": c.notes}), flush=True)
 """
 
 
-def main() -> None:
-    for w in ["chain", "forkjoin", "transformer_block", "gpt2_decode"]:
-        r = subprocess.run([sys.executable, "-c", CHILD, f"sample_workloads/{w}.py"], capture_output=True, text=True,
-                           env={**os.environ})
-        line = [x for x in r.stdout.splitlines() if x.startswith("@@")]
-        if not line:
-            print(f"  {w}: failed: {r.stderr.strip()[-300:]}")
+def run_child(w: str, variants: dict[str, dict[str, object]], rounds: int, timeout: float, env: dict[str, str],
+              log: Path | None) -> tuple[list[dict[str, object]], str]:
+    """The measurements one child printed (all of them, or up to a crash or the timeout) and how it ended."""
+    path = ROOT / "sample_workloads" / f"{w}.py"
+    cmd = [sys.executable, "-c", CHILD, str(path), json.dumps(variants), str(rounds)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        out, err, end = r.stdout, r.stderr, f"exit {r.returncode}"
+    except subprocess.TimeoutExpired as e:
+        def text(b: object) -> str:
+            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")  # type: ignore[return-value]
+        out, err, end = text(e.stdout), text(e.stderr), f"killed after {timeout:.0f} s"
+    if log is not None:
+        with log.open("a") as f:
+            f.write(f"===== {w} {list(variants)}: {end}\n{err[-3000:]}\n")
+    steps = [x for x in err.splitlines() if x.startswith("round ")]
+    if end != "exit 0":
+        end += f" during {steps[-1] if steps else 'capture'}"
+    return [json.loads(x[2:]) for x in out.splitlines() if x.startswith("@@")], end
+
+
+def report(w: str, rows: list[dict[str, object]], names: list[str]) -> dict[str, object]:
+    off = [float(r["us"]) for r in rows if r["variant"] == "off"]  # type: ignore[arg-type]
+    if not off:
+        return {}
+    base = statistics.median(off)
+    print(f"\n{w}: untraced {base:9.2f} µs/replay (rounds {min(off):.2f}..{max(off):.2f}), "
+          f"blocks of {rows[0]['n']} replays")
+    res: dict[str, object] = {"off": base}
+    for v in names:
+        got = [r for r in rows if r["variant"] == v]
+        if not got:
             continue
-        d = json.loads(line[-1][2:])
-        print(f"  {w:18s} off {d['off']:9.2f} µs/replay   on {d['on']:9.2f} µs/replay   "
-              f"ratio {d['on'] / d['off']:.3f}   ({d['records']} records in the last traced block)")
+        on = statistics.median(float(r["us"]) for r in got)  # type: ignore[arg-type]
+        last = got[-1]
+        items = float(last["graph_records"]) / float(last["n"])  # type: ignore[arg-type]
+        per = (on - base) / items if items else float("nan")
+        notes = "; ".join(last["notes"])  # type: ignore[arg-type]
+        print(f"  {v:22s} {on:9.2f} µs/replay  {on / base:6.3f}x  {per:+7.3f} µs/item  ({items:.0f} items/replay, "
+              f"{last['launch_records']} launch records, {last['buffers']} buffers)" + (f"  refused: {notes}" if notes else ""))
+        res[v] = {"us": on, "ratio": on / base, "per_item_us": per, "items_per_replay": items, "notes": notes}
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workloads", default="chain,forkjoin,transformer_block,train_step,moe_layer,gpt2_decode,resnet50")
+    ap.add_argument("--variants", default="default", help=f"comma-separated, or 'all': {', '.join(VARIANTS)}")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per workload process")
+    ap.add_argument("--log", type=Path, default=None, help="append the children's stderr here")
+    ap.add_argument("--json", type=Path, default=None)
+    a = ap.parse_args()
+    names = list(VARIANTS) if a.variants == "all" else a.variants.split(",")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "PYTHONUNBUFFERED": "1"}
+    out: dict[str, object] = {}
+    for w in a.workloads.split(","):
+        todo = {v: VARIANTS[v] for v in names}
+        rows: list[dict[str, object]] = []
+        while todo:
+            got, end = run_child(w, todo, a.rounds, a.timeout, env, a.log)
+            rows += got
+            if end == "exit 0":
+                break
+            bad = end.split()[-1]
+            print(f"{w}: the child ended ({end}); measurements kept: {len(got)}")
+            if bad not in todo:
+                break
+            todo = {v: o for v, o in todo.items() if v != bad and not any(r["variant"] == v for r in got)}
+        out[w] = report(w, rows, names)
+    if a.json is not None:
+        a.json.write_text(json.dumps(out, indent=1))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -262,11 +262,11 @@ def fake_export(monkeypatch):
 
     calls = []
 
-    def graph_data(raw, exe, with_meta=False):
+    def fake(raw, exe, with_meta=False):
         calls.append((raw, exe))
-        return {"exec_graph_id": 5, "nodes": [{"index": 0, "node_type": "kernel"}]}
+        return export.Export({"exec_graph_id": 5, "nodes": [{"index": 0, "node_type": "kernel"}]}, {"kernel": 1})
 
-    monkeypatch.setattr(export, "graph_data", graph_data)
+    monkeypatch.setattr(export, "export", fake)
     return calls
 
 
@@ -288,7 +288,8 @@ def test_nested_node_warns_naming_the_kind(monkeypatch, kind):
     import cgtool.capture.export as export
 
     nodes = [{"index": 0, "node_type": "kernel"}, {"index": 1, "node_type": kind}]
-    monkeypatch.setattr(export, "graph_data", lambda raw, exe, with_meta=False: {"exec_graph_id": 1, "nodes": nodes})
+    monkeypatch.setattr(export, "export", lambda raw, exe, with_meta=False: export.Export(
+        {"exec_graph_id": 1, "nodes": nodes}, {"kernel": 1, kind: 1}))
     g = captured(keep_graph=True)
     g.instantiate()
     with pytest.warns(UserWarning, match=kind):

@@ -152,6 +152,31 @@ class GpuEvent:
     seq: int
 
 
+@dataclass(frozen=True)
+class TracerOverhead:
+    """What tracing cost the replays of a trace, as its tracer measured it (``cgtool trace`` writes it
+    in the ``cgtool`` block as ``tracer_overhead``): CUDA events around each replay, medians."""
+
+    untraced_replay_us: float
+    traced_replay_us: float
+    items_per_replay: float  # GPU records (kernels, copies, sets) per replay
+    per_item_us: float  # (traced - untraced) / items: how much each item's start moves on, on average
+
+    @property
+    def ratio(self) -> float:
+        return self.traced_replay_us / self.untraced_replay_us if self.untraced_replay_us > 0 else math.nan
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, Any] | None) -> "TracerOverhead | None":
+        d = (meta or {}).get("tracer_overhead")
+        if not isinstance(d, dict):
+            return None
+        return cls(*(float(d[k]) for k in _OVERHEAD_KEYS))
+
+
+_OVERHEAD_KEYS = ("untraced_replay_us", "traced_replay_us", "items_per_replay", "per_item_us")
+
+
 class NodeIdForm(str, Enum):
     """How a trace writes graph node ids."""
 
@@ -201,6 +226,11 @@ class Trace:
     @property
     def has_graph_ids(self) -> bool:
         return bool(len(self.graph_id)) and bool((self.graph_id > 0).any())
+
+    @property
+    def tracer_overhead(self) -> TracerOverhead | None:
+        """What the tracer measured tracing to cost (traces of ``cgtool trace`` since issue 18)."""
+        return TracerOverhead.from_meta(self.cgtool)
 
     def event(self, i: int) -> GpuEvent:
         g, t, c, ct = int(self.graph_id[i]), int(self.tools_id[i]), int(self.channel[i]), int(self.channel_type[i])
@@ -1068,6 +1098,14 @@ def _check_meta(meta: dict[str, Any], src: str) -> None:
         v = meta.get(key)
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 63):
             raise _bad(src, f"cgtool.{key} should be a non-negative integer, not {_short(v)}.")
+    ov = meta.get("tracer_overhead")
+    if ov is not None:
+        bad = not isinstance(ov, dict) or any(
+            not isinstance(ov.get(k), (int, float)) or isinstance(ov.get(k), bool) or not math.isfinite(ov[k])
+            or (k != "per_item_us" and ov[k] < 0) for k in _OVERHEAD_KEYS)
+        if bad:
+            raise _bad(src, f"cgtool.tracer_overhead should be an object of finite numbers ({', '.join(_OVERHEAD_KEYS)}; "
+                       f"only per_item_us may be negative), not {_short(ov)}. Record the trace again.")
 
 
 def _short(v: Any) -> str:

@@ -2,17 +2,26 @@
 
 cuda.bindings builds a Python object per handle and per parameter struct, which costs about
 10 µs a node; these direct calls cost under 1 µs each. Only stable, versioned entry points are
-used (``cuGraphGetNodes``, ``cuGraphNodeGetType``, ``cuGraphKernelNodeGetParams_v2``,
-``cuFuncGetName``); when one is missing, :func:`load` returns None and the export falls back to
+used (``cuGraphGetNodes``, ``cuGraphGetEdges_v2``, ``cuGraphNodeGetType``,
+``cuGraphKernelNodeGetParams_v2``, ``cuFuncGetName``); when one is missing, :func:`load` returns
+None (``cuGraphGetEdges_v2``: :meth:`Driver.edges` returns None) and the export falls back to
 cuda.bindings.
+
+Handle arrays are filled into ``array.array("Q")`` buffers: ``tolist()`` turns one into Python ints
+at C speed, where indexing a ctypes array builds one object per element through ctypes' getters
+(measured in ``benchmarks/bench_export.py``).
 """
 
 from __future__ import annotations
 
 import ctypes
+from array import array
 from typing import Any
 
 _lib: Any = None
+
+#: cuGraphGetEdges_v2 returns CUDA_ERROR_LOSSY_QUERY when edge data exists and no buffer is given.
+_EDGE_DATA_BYTES = 8  # sizeof(CUgraphEdgeData): from_port, to_port, type, reserved[5]
 
 
 class KernelParamsV2(ctypes.Structure):
@@ -30,27 +39,58 @@ class KernelParamsV2(ctypes.Structure):
     ]
 
 
+def _address(buf: array) -> int:  # type: ignore[type-arg]
+    return int(buf.buffer_info()[0])
+
+
 class Driver:
     def __init__(self, lib: Any) -> None:
         self.get_nodes = lib.cuGraphGetNodes
         self.get_nodes.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
         self.get_type = lib.cuGraphNodeGetType
-        self.get_type.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+        # Out-parameters typed c_void_p: callers pass an address (int) or a byref(); an int
+        # converts faster than byref() to a POINTER argument does (benchmarks/bench_export.py).
+        self.get_type.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self.kparams = lib.cuGraphKernelNodeGetParams_v2
-        self.kparams.argtypes = [ctypes.c_void_p, ctypes.POINTER(KernelParamsV2)]
+        self.kparams.argtypes = [ctypes.c_void_p, ctypes.c_void_p]  # CUDA_KERNEL_NODE_PARAMS_v2*
         self.func_name = lib.cuFuncGetName
         self.func_name.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p]
         for f in (self.get_nodes, self.get_type, self.kparams, self.func_name):
             f.restype = ctypes.c_int
+        self.get_edges: Any = getattr(lib, "cuGraphGetEdges_v2", None)  # CUDA 12.3+
+        if self.get_edges is not None:
+            self.get_edges.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 3 + [ctypes.POINTER(ctypes.c_size_t)]
+            self.get_edges.restype = ctypes.c_int
 
     def nodes(self, graph: int) -> list[int]:
+        """The graph's node handles, in cuGraphGetNodes order."""
         n = ctypes.c_size_t(0)
         if self.get_nodes(graph, None, ctypes.byref(n)) != 0:
             raise OSError("cuGraphGetNodes failed")
-        arr = (ctypes.c_void_p * n.value)()
-        if n.value and self.get_nodes(graph, arr, ctypes.byref(n)) != 0:
+        if not n.value:
+            return []
+        buf = array("Q", bytes(8 * n.value))
+        if self.get_nodes(graph, _address(buf), ctypes.byref(n)) != 0:
             raise OSError("cuGraphGetNodes failed")
-        return [v or 0 for v in arr[: n.value]]
+        return buf[: n.value].tolist()
+
+    def edges(self, graph: int) -> tuple[array, array] | None:  # type: ignore[type-arg]
+        """(from handles, to handles) as ``array("Q")`` in cuGraphGetEdges order; None without
+        cuGraphGetEdges_v2 or when it fails (the caller then asks cuda.bindings, whose error names
+        the CUDA error)."""
+        if self.get_edges is None:
+            return None
+        n = ctypes.c_size_t(0)
+        if self.get_edges(graph, None, None, None, ctypes.byref(n)) != 0:
+            return None
+        frm, to = array("Q", bytes(8 * n.value)), array("Q", bytes(8 * n.value))
+        if not n.value:
+            return frm, to
+        data = bytearray(_EDGE_DATA_BYTES * n.value)
+        data_buf = (ctypes.c_char * len(data)).from_buffer(data)
+        if self.get_edges(graph, _address(frm), _address(to), ctypes.addressof(data_buf), ctypes.byref(n)) != 0:
+            return None
+        return frm[: n.value], to[: n.value]
 
     def name(self, func: int) -> str | None:
         p = ctypes.c_char_p()
@@ -68,41 +108,3 @@ def load() -> Driver | None:
         except (OSError, AttributeError):
             _lib = False
     return _lib or None
-
-
-class Cupti:
-    """cuptiGetGraphNodeId / cuptiGetGraphExecId through ctypes on the libcupti that cupti-python loaded."""
-
-    def __init__(self, lib: Any) -> None:
-        self.node_id_fn = lib.cuptiGetGraphNodeId
-        self.node_id_fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]
-        self.node_id_fn.restype = ctypes.c_int
-        self._out = ctypes.c_uint64()
-        self._ref = ctypes.byref(self._out)
-
-    def node_id(self, node: int) -> int:
-        if self.node_id_fn(node, self._ref) != 0:
-            raise OSError("cuptiGetGraphNodeId failed")
-        return self._out.value
-
-
-_cupti: Any = None
-
-
-def load_cupti() -> Cupti | None:
-    """The ctypes CUPTI entry points, from the libcupti already mapped into this process."""
-    global _cupti
-    if _cupti is None:
-        _cupti = False
-        try:
-            with open("/proc/self/maps") as f:
-                paths = {line.split()[-1] for line in f if "libcupti.so" in line}
-            for p in sorted(paths):
-                try:
-                    _cupti = Cupti(ctypes.CDLL(p))
-                    break
-                except (OSError, AttributeError):
-                    continue
-        except OSError:
-            pass
-    return _cupti or None

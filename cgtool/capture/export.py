@@ -9,16 +9,28 @@ Where the tools ids come from (recorded in the export as ``cgtool.id_source``):
   ``get_graph_exec_id`` the exec graph id, which CUPTI's activity records of a replay use. The
   same packing, ``(exec_id << 32) | local_id``, then joins an export to a CUPTI trace exactly.
 
-Kernel names are looked up once per distinct function, not once per node.
+How it is fast (``benchmarks/bench_export.py`` measures it against the bare cudaGraphGetNodes +
+cudaGraphGetEdges calls, at 1k, 10k and 100k nodes): the nodes and edges come in one call each;
+each per-node driver or CUPTI call is made for every node by a C-level ``map()`` (kernel parameters
+straight into one array of structs, read by numpy), with the node type asked only of nodes that are
+not kernels; kernel names are looked up, and demangled, once per distinct function; the edges are
+grouped per node by numpy; the node dicts are built in one comprehension, with the cyclic garbage
+collector paused meanwhile. The result is the same JSON as before these changes
+(``benchmarks/export_reference.py`` keeps the old export as the oracle of that check).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import os
 import time
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from cgtool import __version__
 from cgtool.capture import _fastcuda
@@ -31,7 +43,8 @@ _NODE_TYPE_NAMES: dict[int, str] | None = None
 _tools_id_probe: bool | None = None  # driver supports cudaGraphNodeGetToolsId
 
 
-def _node_type_names(rt: Any) -> dict[int, str]:
+def _node_type_names(rt: Any, drv: Any) -> dict[int, str]:
+    """Node-type enum value -> get_graph_data()'s ``node_type`` name."""
     global _NODE_TYPE_NAMES
     if _NODE_TYPE_NAMES is None:
         T = rt.cudaGraphNodeType
@@ -50,7 +63,12 @@ def _node_type_names(rt: Any) -> dict[int, str]:
             ("cudaGraphNodeTypeExtSemaphoreWait", "ext_semaphore_wait"),
             ("cudaGraphNodeTypeConditional", "conditional"),
         ]
-        _NODE_TYPE_NAMES = {int(getattr(T, a)): b for a, b in pairs if hasattr(T, a)}
+        names = {int(getattr(T, a)): b for a, b in pairs if hasattr(T, a)}
+        # The runtime's enum has no batch memory-op member; the driver's has. PyTorch's name.
+        batch = getattr(getattr(drv, "CUgraphNodeType", None), "CU_GRAPH_NODE_TYPE_BATCH_MEM_OP", None)
+        if batch is not None:
+            names.setdefault(int(batch), "batch_mem_op")
+        _NODE_TYPE_NAMES = names
     return _NODE_TYPE_NAMES
 
 
@@ -94,6 +112,15 @@ def _get_edges(rt: Any, graph: Any) -> tuple[list[Any], list[Any]]:
     return list(frm[:num]), list(to[:num])
 
 
+@dataclass(frozen=True)
+class Export:
+    """One export: ``data`` in get_graph_data()'s schema (plus the ``cgtool`` block when asked),
+    and how many nodes of each ``node_type`` it holds (counted in the same pass)."""
+
+    data: dict[str, Any]
+    type_counts: dict[str, int]
+
+
 def graph_data(
     raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto"
 ) -> dict[str, Any]:
@@ -103,24 +130,48 @@ def graph_data(
     ``id_source`` forces "driver" or "cupti" (for tests); "auto" prefers the driver.
     ``impl`` picks the per-node calls: "ctypes" (fast), "bindings" (cuda.bindings), "auto".
     """
+    return export(raw_graph, raw_exec, with_meta=with_meta, id_source=id_source, impl=impl).data
+
+
+def export(
+    raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto"
+) -> Export:
+    """:func:`graph_data` with the node-type counts of the same pass."""
+    # The export allocates a few containers per node and keeps them all: every cyclic-GC run it
+    # triggers finds nothing to free, yet a full one walks every object of the process (torch's
+    # included). Collection waits until the export is built (measured in bench_export.py).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _export(int(raw_graph), int(raw_exec), with_meta, id_source, impl)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl: str) -> Export:
     rt, drv = require_bindings("Graph export")
-    graph = rt.cudaGraph_t(init_value=int(raw_graph))
-    exec_ = rt.cudaGraphExec_t(init_value=int(raw_exec))
+    graph = rt.cudaGraph_t(init_value=raw_graph)
     t0 = time.perf_counter()
-    types = _node_type_names(rt)
-    fast0 = _fastcuda.load() if impl != "bindings" else None
-    # cuda.bindings node objects are only needed without the ctypes path, or for driver tools ids.
-    nodes = _get_nodes(rt, graph) if (fast0 is None or id_source == "driver" or _tools_id_probe is not False) else []
+    fast = _fastcuda.load() if impl != "bindings" else None
+    if impl == "ctypes" and fast is None:
+        raise CaptureError("The ctypes export path needs libcuda.so.1 with CUDA 12+ entry points.")
+    nodes: list[Any] = [] if fast is not None else _get_nodes(rt, graph)  # cuda.bindings objects
+    handles = fast.nodes(raw_graph) if fast is not None else [int(n) for n in nodes]
+
+    def node_obj(i: int) -> Any:
+        return nodes[i] if nodes else rt.cudaGraphNode_t(init_value=handles[i])
 
     source = id_source
     if source == "auto":
-        source = "driver" if nodes and driver_has_tools_ids(rt, nodes[0]) else "cupti"
-    if source == "driver" and not nodes:
-        nodes = _get_nodes(rt, graph)
-    cupti = None
+        source = "driver" if handles and driver_has_tools_ids(rt, node_obj(0)) else "cupti"
+    node_id: Any = None  # CUPTI's id of a node handle
     if source == "driver":
-        exec_id = check(rt.cudaGraphExecGetId(exec_), "cudaGraphExecGetId")
+        exec_id = check(rt.cudaGraphExecGetId(rt.cudaGraphExec_t(init_value=raw_exec)), "cudaGraphExecGetId")
         tools_id_of = rt.cudaGraphNodeGetToolsId
+
+        def tools_local(i: int) -> int:
+            return int(tools_id_of(node_obj(i))[1])
     else:
         cupti = optional_cupti()
         if cupti is None:
@@ -129,88 +180,81 @@ def graph_data(
                 detail="cupti-python, which gives the node ids there (the driver's "
                 "cudaGraphNodeGetToolsId needs 13.1); take `cupti-python` matching your CUDA",
             )
-        exec_id = int(cupti.get_graph_exec_id(int(raw_exec)))
+        exec_id = int(cupti.get_graph_exec_id(raw_exec))
+        # cupti-python's own (Cython) call: 0.42 µs a node on the H100 machine, against 0.95 µs
+        # for cuptiGetGraphNodeId through ctypes (bench_export.py prints both).
+        node_id = cupti.get_graph_node_id
 
-    # CUPTI's per-node id through ctypes when impl allows (the cupti-python wrapper costs more).
-    cupti_node_id = cupti.get_graph_node_id if cupti is not None else None
-    if cupti is not None and impl != "bindings":
-        fc = _fastcuda.load_cupti()
-        if fc is not None:
-            cupti_node_id = fc.node_id
-    handle_to_idx: dict[int, int] = {}
-    infos: list[dict[str, Any]] = []
-    extras: list[dict[str, Any]] = []
-    func_names: dict[int, str | None] = {}
-    fast = _fastcuda.load() if impl != "bindings" else None
-    if impl == "ctypes" and fast is None:
-        raise CaptureError("The ctypes export path needs libcuda.so.1 with CUDA 12+ entry points.")
-    handles = fast.nodes(int(raw_graph)) if fast is not None else [int(n) for n in nodes]
-    kernel_t = next((k for k, t in types.items() if t == "kernel"), -1)
-    child_t = next((k for k, t in types.items() if t == "child_graph"), -2)
+    names = dict(_node_type_names(rt, drv))  # type enum -> node_type, completed below for unknowns
+    kernel_t = next((k for k, t in names.items() if t == "kernel"), -1)
+    child_t = next((k for k, t in names.items() if t == "child_graph"), -2)
+    kernel_name = names.get(kernel_t, "kernel")
+    n = len(handles)
+    dependencies, dependents = _adjacency(handles, fast.edges(raw_graph) if fast is not None else None, rt, graph)
+
+    # Column by column, each driver call made for every node by a C-level map() rather than a
+    # Python loop (the loop's own bytecode cost as much as the calls; bench_export.py profiles it).
+    # Kernel parameters go straight into one array of structs: a kernel node answers
+    # cuGraphKernelNodeGetParams, any other node type refuses it (CUDA_ERROR_INVALID_VALUE), and
+    # only those nodes are asked their type.
+    size = ctypes.sizeof(_fastcuda.KernelParamsV2)
+    params = (_fastcuda.KernelParamsV2 * n)()
+    if fast is not None and n:
+        base = ctypes.addressof(params)
+        refused = [i for i, rc in enumerate(map(fast.kparams, handles, range(base, base + n * size, size))) if rc]
+    else:
+        refused = list(range(n))
+    other_types: dict[int, int] = {}  # node index -> type, for nodes other than kernels
+    by_bindings: dict[int, tuple[str | None, dict[str, Any]]] = {}  # kernels read through cuda.bindings
+    funcs_known: dict[int, tuple[str | None, str | None]] = {}  # function -> (kernel name, demangled)
     ctype = ctypes.c_int()
-    kp = _fastcuda.KernelParamsV2()
-    ctype_ref, kp_ref = ctypes.byref(ctype), ctypes.byref(kp)
-    get_type_fast = fast.get_type if fast is not None else None
-    kparams_fast = fast.kparams if fast is not None else None
-    get_type = rt.cudaGraphNodeGetType
-    CUgraphNode = drv.CUgraphNode
-    type_name = types.get
-    high = exec_id << 32
-    for i, h in enumerate(handles):
-        handle_to_idx[h] = i
-        if get_type_fast is not None:
-            get_type_fast(h, ctype_ref)
+    for i in refused:
+        if fast is not None:
+            fast.get_type(handles[i], ctypes.addressof(ctype))
             ntype = ctype.value
         else:
-            ntype = int(get_type(nodes[i])[1])
-        if source == "driver":
-            local = int(tools_id_of(nodes[i])[1]) & LOW32
+            ntype = int(rt.cudaGraphNodeGetType(node_obj(i))[1])
+        if ntype == kernel_t:  # a kernel node whose parameters ctypes could not read
+            extra: list[dict[str, Any]] = []
+            by_bindings[i] = (_bindings_kernel(drv, handles[i], funcs_known, extra), extra[0])
         else:
-            local = cupti_node_id(h) & LOW32  # type: ignore[misc]
-        kname = None
-        if ntype == kernel_t:
-            if kparams_fast is not None and kparams_fast(h, kp_ref) == 0:
-                f = kp.func or 0
-                kname = func_names.get(f, _MISSING)
-                if kname is _MISSING:
-                    kname = func_names[f] = fast.name(f)  # type: ignore[union-attr]
-                if with_meta:
-                    extras.append(_kernel_extra(kname, [kp.gridDimX, kp.gridDimY, kp.gridDimZ],
-                                                [kp.blockDimX, kp.blockDimY, kp.blockDimZ], kp.sharedMemBytes))
-            else:
-                err, p = drv.cuGraphKernelNodeGetParams(CUgraphNode(init_value=h))
-                p = p if int(err) == 0 else None
-                f = int(p.func) if p is not None else 0
-                if f not in func_names:
-                    func_names[f] = _func_name(drv, f)
-                kname = func_names[f]
-                if with_meta:
-                    extras.append(_kernel_extra(
-                        kname, [p.gridDimX, p.gridDimY, p.gridDimZ] if p is not None else None,
-                        [p.blockDimX, p.blockDimY, p.blockDimZ] if p is not None else None,
-                        p.sharedMemBytes if p is not None else None))
-        elif with_meta:
-            extras.append(_child_summary(rt, rt.cudaGraphNode_t(init_value=h)) if ntype == child_t else {})
-        infos.append(
-            {
-                "index": i,
-                "node_type": type_name(ntype) or f"unknown_{ntype}",
-                "tools_id": high | local,
-                "graph_id": exec_id,
-                "node_id": local,
-                "kernel_name": kname,
-                "dependencies": [],
-                "dependents": [],
-            }
-        )
+            other_types[i] = ntype
 
-    frm, to = _get_edges(rt, graph)
-    for a, b in zip(frm, to):
-        src = handle_to_idx.get(int(a))
-        dst = handle_to_idx.get(int(b))
-        if src is not None and dst is not None:
-            infos[src]["dependents"].append(dst)
-            infos[dst]["dependencies"].append(src)
+    col = np.frombuffer(memoryview(params), dtype=_KPARAMS_DTYPE) if n else np.zeros(0, _KPARAMS_DTYPE)
+    funcs = col["func"].tolist()
+    for i in refused:
+        funcs[i] = 0  # whatever a refusing call left in its slot is not a function
+    for f in set(funcs):  # names and demangling: once per function
+        if f not in funcs_known:
+            funcs_known[f] = _function(fast.name(f) if fast is not None else _func_name(drv, f))
+    knames = [funcs_known[f][0] for f in funcs]
+    tnames = [kernel_name] * n
+    for i, t in other_types.items():
+        tnames[i] = names.get(t) or names.setdefault(t, f"unknown_{t}")
+        knames[i] = None
+    for i, (kname, _) in by_bindings.items():
+        knames[i] = kname
+
+    if node_id is not None:
+        ids = np.fromiter(map(node_id, handles), dtype=np.uint64, count=n)
+    else:
+        ids = np.array([tools_local(i) for i in range(n)], dtype=np.uint64)
+    local = ids & np.uint64(LOW32)
+    locals_ = local.tolist()
+    tools = (local | np.uint64(exec_id << 32)).tolist()
+    infos = [{"index": i, "node_type": t, "tools_id": tid, "graph_id": exec_id, "node_id": loc, "kernel_name": k,
+              "dependencies": d, "dependents": e}
+             for i, t, tid, loc, k, d, e in zip(range(n), tnames, tools, locals_, knames, dependencies, dependents)]
+    extras: list[dict[str, Any]] = []
+    if with_meta:
+        dms = [funcs_known[f][1] for f in funcs]
+        extras = [{"grid": g, "block": b, "shared_mem": sm} if dm is None else
+                  {"grid": g, "block": b, "shared_mem": sm, "demangled": dm}
+                  for g, b, sm, dm in zip(col["grid"].tolist(), col["block"].tolist(), col["smem"].tolist(), dms)]
+        for i, t in other_types.items():
+            extras[i] = _child_summary(rt, rt.cudaGraphNode_t(init_value=handles[i])) if t == child_t else {}
+        for i, (_, kextra) in by_bindings.items():
+            extras[i] = kextra
     export_s = time.perf_counter() - t0
 
     out: dict[str, Any] = {"exec_graph_id": exec_id, "nodes": infos}
@@ -222,19 +266,78 @@ def graph_data(
             "timings": {"export_s": export_s},
             "nodes": extras,
         }
-    return out
+    counts = {names[t]: c for t, c in Counter(other_types.values()).items()}
+    if n > len(other_types):
+        counts[kernel_name] = counts.get(kernel_name, 0) + n - len(other_types)
+    return Export(out, counts)
 
 
-_MISSING: Any = object()
+#: CUDA_KERNEL_NODE_PARAMS_v2 (``_fastcuda.KernelParamsV2``) as numpy reads an array of them.
+_KPARAMS_DTYPE = np.dtype({"names": ["func", "grid", "block", "smem"],
+                           "formats": ["<u8", ("<u4", (3,)), ("<u4", (3,)), "<u4"],
+                           "offsets": [0, 8, 20, 32], "itemsize": 72})
 
 
-def _kernel_extra(kname: str | None, grid: Any, block: Any, smem: Any) -> dict[str, Any]:
-    extra: dict[str, Any] = {"grid": grid, "block": block, "shared_mem": smem}
-    if kname:
-        dm = demangle(kname)
-        if dm != kname:
-            extra["demangled"] = dm
-    return extra
+def _adjacency(handles: list[int], edges: tuple[Any, Any] | None, rt: Any, graph: Any
+               ) -> tuple[list[list[int]], list[list[int]]]:
+    """(dependencies, dependents) of each node: node indices in the order the edge list gives them.
+
+    Vectorised: handles become indices by a sorted search, edges are grouped per node by a stable
+    sort and each node's list is one slice, instead of two dict look-ups and two appends per edge
+    in Python (bench_export.py)."""
+    n = len(handles)
+    if edges is None:
+        frm_o, to_o = _get_edges(rt, graph)
+        frm = np.array([int(a) for a in frm_o], dtype=np.uint64)
+        to = np.array([int(b) for b in to_o], dtype=np.uint64)
+    else:
+        frm, to = (np.frombuffer(e, dtype=np.uint64) if len(e) else np.zeros(0, np.uint64) for e in edges)
+    if not n or not len(frm):
+        return [[] for _ in range(n)], [[] for _ in range(n)]
+    h = np.array(handles, dtype=np.uint64)
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    pf = np.minimum(np.searchsorted(hs, frm), n - 1)
+    pt = np.minimum(np.searchsorted(hs, to), n - 1)
+    known = (hs[pf] == frm) & (hs[pt] == to)  # edges to nodes outside the list are left out
+    src, dst = order[pf[known]], order[pt[known]]
+    return _group(dst, src, n), _group(src, dst, n)
+
+
+def _group(key: np.ndarray, value: np.ndarray, n: int) -> list[list[int]]:
+    """Per index 0..n-1, the ``value``s whose ``key`` is that index, in their original order."""
+    by = np.argsort(key, kind="stable")
+    vals = value[by].tolist()
+    bounds = np.searchsorted(key[by], np.arange(n + 1)).tolist()
+    return [vals[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def _function(name: str | None) -> tuple[str | None, str | None]:
+    """(kernel name, demangled name or None when it demangles to itself): once per function."""
+    if not name:
+        return name, None
+    dm = demangle(name)
+    return name, (dm if dm != name else None)
+
+
+def _bindings_kernel(drv: Any, h: int, funcs: dict[int, tuple[str | None, str | None]],
+                     extras: list[dict[str, Any]] | None) -> str | None:
+    """A kernel node's name (and, into ``extras``, its launch shape) through cuda.bindings."""
+    err, p = drv.cuGraphKernelNodeGetParams(drv.CUgraphNode(init_value=h))
+    p = p if int(err) == 0 else None
+    f = int(p.func) if p is not None else 0
+    fn = funcs.get(f)
+    if fn is None:
+        fn = funcs[f] = _function(_func_name(drv, f))
+    if extras is not None:
+        extra: dict[str, Any] = {
+            "grid": [p.gridDimX, p.gridDimY, p.gridDimZ] if p is not None else None,
+            "block": [p.blockDimX, p.blockDimY, p.blockDimZ] if p is not None else None,
+            "shared_mem": p.sharedMemBytes if p is not None else None}
+        if fn[1] is not None:
+            extra["demangled"] = fn[1]
+        extras.append(extra)
+    return fn[0]
 
 
 def _func_name(drv: Any, f: int) -> str | None:

@@ -459,12 +459,12 @@ class Graph:
         """
         if not with_meta and self._graph_data_cache is not None:
             return self._graph_data_cache
-        from cgtool.capture.export import graph_data
+        from cgtool.capture.export import export
 
         raw, exe = self.raw_cuda_graph(), self.raw_cuda_graph_exec()
-        data = graph_data(raw, exe, with_meta=with_meta)
-        _name_batch_mem_ops(data)
-        _warn_nested(data)
+        ex = export(raw, exe, with_meta=with_meta)
+        data = ex.data
+        _warn_nested(ex.type_counts)
         if with_meta:
             data["cgtool"]["timings"].update(
                 {"capture_s": self.capture_s, "instantiate_s": self.instantiate_s}
@@ -510,24 +510,9 @@ def _release_pool(torch: Any, device: int, pool_id: Any) -> None:
         pass  # a torch that already released it on reset(): nothing left to do
 
 
-def _name_batch_mem_ops(data: dict[str, Any]) -> None:
-    """The runtime's node-type enum has no batch memory-op member; name it as PyTorch does."""
-    try:
-        from cuda.bindings import driver
-    except ImportError:
-        return
-    kind = getattr(driver.CUgraphNodeType, "CU_GRAPH_NODE_TYPE_BATCH_MEM_OP", None)
-    if kind is None:
-        return
-    unknown = f"unknown_{int(kind)}"
-    for n in data["nodes"]:
-        if n["node_type"] == unknown:
-            n["node_type"] = "batch_mem_op"
-
-
-def _warn_nested(data: dict[str, Any]) -> None:
+def _warn_nested(type_counts: dict[str, int]) -> None:
     for kind in NESTED_KINDS:
-        count = sum(1 for n in data["nodes"] if n["node_type"] == kind)
+        count = type_counts.get(kind, 0)
         if count:
             warnings.warn(
                 f"get_graph_data(): the graph has {count} {kind} node(s). Each is reported as one "

@@ -7,6 +7,7 @@ replayed, so every ``graph node id`` of the trace joins a node of the embedded e
 from __future__ import annotations
 
 import os
+import statistics
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
@@ -16,7 +17,7 @@ from cgtool.artifacts.chrome import TRACE_SCHEMA_VERSION, build_trace
 from cgtool.artifacts.jsonio import load_json, write_json
 from cgtool.capture._deps import optional_cupti, require_cuda
 from cgtool.capture.child import child_main, raise_error, run_child
-from cgtool.capture.cupti_trace import CuptiCollector
+from cgtool.capture.cupti_trace import CuptiCollector, CuptiOptions
 from cgtool.capture.entrypoint import Target, parse_target
 from cgtool.capture.runner import Captured, capture_workload
 from cgtool.errors import CaptureError, MissingExtraError
@@ -51,17 +52,53 @@ class TraceSummary:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__})
 
 
-def trace_captured(cap: Captured, *, replays: int = 5, warmup: int = 3) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(chrome trace, raw records) of ``replays`` replays of ``cap``, after ``warmup`` untraced ones."""
+#: Untraced replays timed before tracing, to measure what the tracer adds (at least this many).
+UNTRACED_TIMED = 10
+
+
+def replay_times_us(cap: Captured, n: int) -> list[float]:
+    """GPU time of each of ``n`` back-to-back replays (µs), one CUDA event pair around each."""
+    torch = require_cuda("Tracing")
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for s, e in pairs:
+        s.record()
+        cap.replay()
+        e.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1000.0 for s, e in pairs]
+
+
+def tracer_overhead(untraced_us: Sequence[float], traced_us: Sequence[float], items: int,
+                    replays: int) -> dict[str, Any]:
+    """The ``tracer_overhead`` block of a trace (read back by ``cgtool.artifacts.trace``): medians of
+    the replays timed without and with tracing, and the difference per GPU item of a replay."""
+    off, on = statistics.median(untraced_us), statistics.median(traced_us)
+    per_replay = items / replays if replays else 0.0
+    return {
+        "untraced_replay_us": round(off, 3),
+        "traced_replay_us": round(on, 3),
+        "items_per_replay": round(per_replay, 3),
+        "per_item_us": round((on - off) / per_replay, 4) if per_replay else 0.0,
+        "replays_timed": [len(untraced_us), len(traced_us)],
+        "method": "CUDA events around each replay; medians; the untraced replays just before the traced ones",
+    }
+
+
+def trace_captured(cap: Captured, *, replays: int = 5, warmup: int = 3,
+                   options: CuptiOptions | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(chrome trace, raw records) of ``replays`` replays of ``cap``, after ``warmup`` untraced ones.
+
+    The untraced replays that follow the warm-up are timed too, as the traced ones are, and the
+    difference goes into the trace (``cgtool.tracer_overhead``): ``deps`` sets it beside the gaps
+    it classifies."""
     torch = require_cuda("Tracing")
     exports = cap.exports()
     for _ in range(warmup):
         cap.replay()
     torch.cuda.synchronize()
-    with CuptiCollector() as col:
-        for _ in range(replays):
-            cap.replay()
-        torch.cuda.synchronize()
+    untraced = replay_times_us(cap, max(replays, UNTRACED_TIMED))
+    with CuptiCollector(options) as col:
+        traced = replay_times_us(cap, replays)
     recs = col.records
     graph_ids = {d["exec_graph_id"] for _, d in exports}
     seen = {r["graph_id"] for r in recs if r.get("graph_id")}
@@ -70,11 +107,13 @@ def trace_captured(cap: Captured, *, replays: int = 5, warmup: int = 3) -> tuple
             f"CUPTI recorded {len(recs)} records but none from a graph replay; "
             "the workload's replay launched no graph work."
         )
+    gpu_items = sum(1 for r in recs if r["kind"] != "launch" and r.get("graph_id"))
     meta = {
         "workload": cap.target.spec,
         "replays": replays,
         "dropped_records": col.dropped,
         "collector": "cupti",
+        "tracer_overhead": tracer_overhead(untraced, traced, gpu_items, replays),
         "CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
         "environment": exports[0][1]["cgtool"]["environment"] if exports else {},
         "unknown_graph_ids": sorted(seen - graph_ids),

@@ -81,12 +81,15 @@ def _deps_file(trace: Path, graph: list[Path], json_out: Optional[Path], annotat
     from cgtool.inspect.deps import compare_traces
     from cgtool.inspect.files import deps_of_file
     from cgtool.report.summary_md import append_step_summary, deps_summary_md
-    from cgtool.report.tables import compare_report, deps_report
+    from dataclasses import asdict
+
+    from cgtool.report.tables import compare_report, deps_report, tracer_note
 
     con = console_for(json_out)
     run = deps_of_file(trace, graph, tolerance_us=tolerance_us, max_bytes=max_bytes, keep_doc=annotate is not None)
     sources = {k: v for g in run.graphs for k, v in g.source_labels().items()}
-    deps_report(con, run.result, top=top, sources=sources)
+    overhead = run.trace.tracer_overhead
+    deps_report(con, run.result, top=top, sources=sources, overhead=overhead)
     compared = None
     if compare is not None:
         other = deps_of_file(compare, graph, tolerance_us=tolerance_us, max_bytes=max_bytes)
@@ -94,6 +97,8 @@ def _deps_file(trace: Path, graph: list[Path], json_out: Optional[Path], annotat
         compare_report(con, compared)
     if json_out is not None:  # built only when asked for: a trace may hold 100,000s of replays
         doc = run.result.to_json()
+        if overhead is not None:
+            doc["tracer_overhead"] = {**asdict(overhead), "note": tracer_note(overhead, run.result)}
         if compared is not None:
             doc["compare"] = compared
         write_json(json_out, doc, force=force)

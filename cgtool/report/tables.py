@@ -18,6 +18,7 @@ from cgtool.inspect.benchstats import Judgement
 from cgtool.inspect.deps import DepKind, DepsResult, Lane, MatchKind
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.names import short_name, template_name
+from cgtool.artifacts.trace import TracerOverhead
 from cgtool.text import markdown_cell, plural
 
 if TYPE_CHECKING:  # diff and topo (networkx) are imported where rendered: `deps` needs neither
@@ -155,9 +156,46 @@ def _at(tools_id: int, name: str, sources: Mapping[int, str]) -> str:
     return label + (f"\nat {sources[tools_id]}" if tools_id in sources else "")
 
 
-def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int, str] | None = None) -> None:
+#: The tracer's stretch per GPU item is "of the order of" the gaps deps classifies from this share of
+#: their median on (smaller shares are within what replays vary by), and never below this many µs.
+TRACER_NOTE_SHARE = 0.25
+TRACER_NOTE_MIN_US = 0.05
+
+
+def median_gap_us(r: DepsResult) -> float | None:
+    """The median gap (B.start - A.end) over every serialization found, or None without any."""
+    pairs = sorted((f.gap_us, f.count) for f in r.findings if f.count > 0)
+    total = sum(c for _, c in pairs)
+    if not total:
+        return None
+    seen = 0
+    for gap, c in pairs:
+        seen += c
+        if 2 * seen >= total:
+            return gap
+    return pairs[-1][0]  # pragma: no cover - the loop always returns
+
+
+def tracer_note(ov: TracerOverhead | None, r: DepsResult) -> str | None:
+    """A note when the tracer's measured stretch per GPU item is of the order of the gaps classified."""
+    if ov is None:
+        return None
+    gap = median_gap_us(r)
+    if gap is None or ov.per_item_us < max(TRACER_NOTE_MIN_US, TRACER_NOTE_SHARE * gap):
+        return None
+    return (f"tracing stretched each replay from {_fmt_us(ov.untraced_replay_us)} to {_fmt_us(ov.traced_replay_us)} "
+            f"({ov.ratio:.2f}x), about {ov.per_item_us:.2f} µs per GPU item: an item's start moves later by about "
+            f"that much for each item before it on its lane, of the order of the median gap between serialized items "
+            f"({gap:.2f} µs). Gaps, waits and savings here include the tracer's share; `cgtool bench` times "
+            "replays untraced.")
+
+
+def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int, str] | None = None,
+                overhead: TracerOverhead | None = None) -> None:
     """The deps summary, the top fake dependencies (with the source lines of both ends when the
-    exports record them: ``sources`` maps tools ids to labels) and the per-lane counts."""
+    exports record them: ``sources`` maps tools ids to labels) and the per-lane counts.
+    ``overhead``: what the tracer measured tracing to cost (``Trace.tracer_overhead``), shown with a
+    note when it is of the order of the gaps classified."""
     src = sources or {}
     s = r.summary()
     head = Table(title="serializations in the trace", show_header=False, title_justify="left")
@@ -176,6 +214,9 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
         cert = ", ".join(f"{v} {k}" for k, v in sorted(s.certainty.items()))
         head.add_row("match", f"INFERRED (launch, name, shape, stream, time): {cert or 'no serializations'}")
     head.add_row("replay span / critical path", f"{_fmt_us(s.mean_span_us)} mean / {_fmt_us(s.critical_path_us)} (median replay)")
+    if overhead is not None:
+        head.add_row("tracer overhead", f"{overhead.ratio:.2f}x per replay ({_fmt_us(overhead.untraced_replay_us)} "
+                     f"untraced, {_fmt_us(overhead.traced_replay_us)} traced), {overhead.per_item_us:+.2f} µs per GPU item")
     c = r.cost
     if c.get("saving_share") is not None:
         filled = ", the GPU was full" if c.get("gpu_filled") else ""
@@ -220,7 +261,8 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
         for k in sorted(lanes, key=lambda x: (x is None, x)):
             tab.add_row(str(k), str(lanes[k][0]), str(lanes[k][1]))
         show(con, tab)
-    for n in r.notes:
+    note = tracer_note(overhead, r)
+    for n in r.notes + ([note] if note else []):
         con.print(f"note: {n}", markup=False, highlight=False)
     for sgt in r.suggestions:
         con.print(f"suggestion: {sgt}", markup=False, highlight=False)

@@ -307,6 +307,65 @@ def test_export_fast_path_equals_bindings_path(torch):
     assert {n["node_type"] for n in fast["nodes"]} >= {"kernel"}
 
 
+def _reference_export():
+    """benchmarks/export_reference.py: the export as it was before issue 18, kept as an oracle."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("export_reference", ROOT / "benchmarks" / "export_reference.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _without_timing(d):
+    d = json.loads(json.dumps(d))
+    if "cgtool" in d:
+        d["cgtool"]["timings"].pop("export_s")
+    return json.dumps(d)
+
+
+def test_export_equals_the_export_before_issue_18(torch):
+    """The one-pass export writes the same JSON as the old one, on a graph with two streams, kernels of
+    several functions (cuBLAS's mangled names among them), a memset and a device-to-device copy."""
+    from cuda.bindings import runtime as rt
+
+    from cgtool.capture.export import graph_data
+    from cgtool.capture.graph import Graph, graph
+
+    ref = _reference_export()
+    x = torch.ones(4096, device="cuda")
+    z = torch.zeros(4096, device="cuda")
+    a = torch.randn(64, 64, device="cuda")
+    a @ a
+    torch.cuda.synchronize()
+    g = Graph(keep_graph=True)
+    with graph(g):
+        cur = torch.cuda.current_stream()
+        side = torch.cuda.Stream()
+        side.wait_stream(cur)
+        with torch.cuda.stream(side):
+            b = a @ a
+            b.relu_()
+        y = x * 2
+        st = cur.cuda_stream
+        assert int(rt.cudaMemsetAsync(x.data_ptr(), 0, x.numel() * 4, st)[0]) == 0
+        kind = rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+        assert int(rt.cudaMemcpyAsync(z.data_ptr(), y.data_ptr(), y.numel() * 4, kind, st)[0]) == 0
+        cur.wait_stream(side)
+        y.add_(b.sum())
+    g.instantiate()
+    raw, exe = g.raw_cuda_graph(), g.raw_cuda_graph_exec()
+    for meta in (False, True):
+        new, old = graph_data(raw, exe, with_meta=meta), ref.graph_data(raw, exe, with_meta=meta)
+        assert _without_timing(new) == _without_timing(old)
+    kinds = {n["node_type"] for n in new["nodes"]}
+    assert {"kernel", "memset", "memcpy"} <= kinds, kinds
+    assert any("demangled" in e for e in new["cgtool"]["nodes"])
+    full = g.get_graph_data(with_meta=True)
+    full["cgtool"]["timings"].pop("capture_s"), full["cgtool"]["timings"].pop("instantiate_s")
+    assert _without_timing(full) == _without_timing(old)
+
+
 def test_make_graphed_callables_as_the_first_engine_use_in_a_process():
     """torch's own classes must be remembered before they are patched (a fresh process whose first
     engine call is make_graphed_callables once recursed without end)."""

@@ -1,0 +1,56 @@
+"""The pieces of the graph export that need no GPU: edge grouping and the kernel-parameter layout.
+(The export as a whole is checked on the GPU machine against the export before issue 18.)"""
+
+import ctypes
+import random
+
+import numpy as np
+
+from cgtool.capture import _fastcuda
+from cgtool.capture.export import _KPARAMS_DTYPE, _adjacency
+
+
+def _by_loop(handles, frm, to):
+    """The old export's way: two dict look-ups and two appends per edge."""
+    index = {h: i for i, h in enumerate(handles)}
+    deps = [[] for _ in handles]
+    dents = [[] for _ in handles]
+    for a, b in zip(frm, to):
+        s, d = index.get(a), index.get(b)
+        if s is not None and d is not None:
+            dents[s].append(d)
+            deps[d].append(s)
+    return deps, dents
+
+
+def test_adjacency_equals_the_per_edge_loop_in_order():
+    rng = random.Random(18)
+    for n in (0, 1, 2, 7, 200):
+        handles = rng.sample(range(1 << 40, (1 << 40) + 10 * n + 10), n)  # pointer-like, unsorted
+        frm, to = [], []
+        for _ in range(3 * n):
+            a, b = rng.randrange(n) if n else 0, rng.randrange(n) if n else 0
+            if n and a != b:
+                frm.append(handles[a])
+                to.append(handles[b])
+        if n:
+            frm.append(12345)  # an edge from a node outside the list is left out
+            to.append(handles[0])
+        edges = (np.array(frm, dtype=np.uint64), np.array(to, dtype=np.uint64))
+        assert _adjacency(handles, edges, None, None) == _by_loop(handles, frm, to)
+
+
+def test_kernel_params_layout_as_numpy_reads_it():
+    params = (_fastcuda.KernelParamsV2 * 3)()
+    for i, p in enumerate(params):
+        p.func = 0x7F00_0000_0000 + i
+        p.gridDimX, p.gridDimY, p.gridDimZ = 10 * i + 1, 2, 3
+        p.blockDimX, p.blockDimY, p.blockDimZ = 128, 4, 5
+        p.sharedMemBytes = 1000 + i
+        p.kernelParams = 99  # after the fields read: must not leak into them
+    assert _KPARAMS_DTYPE.itemsize == ctypes.sizeof(_fastcuda.KernelParamsV2)
+    col = np.frombuffer(memoryview(params), dtype=_KPARAMS_DTYPE)
+    assert col["func"].tolist() == [0x7F00_0000_0000 + i for i in range(3)]
+    assert col["grid"].tolist() == [[10 * i + 1, 2, 3] for i in range(3)]
+    assert col["block"].tolist() == [[128, 4, 5]] * 3
+    assert col["smem"].tolist() == [1000, 1001, 1002]
