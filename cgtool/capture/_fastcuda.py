@@ -3,8 +3,8 @@
 cuda.bindings builds a Python object per handle and per parameter struct, which costs about
 10 µs a node; these direct calls cost under 1 µs each. Only stable, versioned entry points are
 used (``cuGraphGetNodes``, ``cuGraphNodeGetType``, ``cuGraphKernelNodeGetParams_v2``,
-``cuFuncGetName``); when one is missing, :func:`load` returns None and the export falls back to
-cuda.bindings.
+``cuFuncGetName``, ``cuGraphGetEdges_v2``); when one is missing, :func:`load` returns None (or
+``edges`` returns None) and the export falls back to cuda.bindings.
 """
 
 from __future__ import annotations
@@ -42,6 +42,13 @@ class Driver:
         self.func_name.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p]
         for f in (self.get_nodes, self.get_type, self.kparams, self.func_name):
             f.restype = ctypes.c_int
+        # cuGraphGetEdges_v2 (CUDA 12.3+) hands edge data (ports, type) beside the ends; the
+        # unversioned symbol refuses graphs whose edges carry data (CUDA_ERROR_LOSSY_QUERY).
+        self.get_edges = getattr(lib, "cuGraphGetEdges_v2", None)
+        if self.get_edges is not None:
+            self.get_edges.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                       ctypes.POINTER(ctypes.c_size_t)]
+            self.get_edges.restype = ctypes.c_int
 
     def nodes(self, graph: int) -> list[int]:
         n = ctypes.c_size_t(0)
@@ -51,6 +58,23 @@ class Driver:
         if n.value and self.get_nodes(graph, arr, ctypes.byref(n)) != 0:
             raise OSError("cuGraphGetNodes failed")
         return [v or 0 for v in arr[: n.value]]
+
+    def edges(self, graph: int) -> list[tuple[int, int]] | None:
+        """The graph's edges as (from, to) node handles; None when the entry point is missing or fails."""
+        if self.get_edges is None:
+            return None
+        n = ctypes.c_size_t(0)
+        if self.get_edges(graph, None, None, None, ctypes.byref(n)) != 0:
+            return None
+        if n.value == 0:
+            return []
+        m = n.value
+        frm, to = (ctypes.c_void_p * m)(), (ctypes.c_void_p * m)()
+        data = (ctypes.c_uint8 * (8 * m))()  # CUgraphEdgeData: 8 bytes each
+        if self.get_edges(graph, frm, to, data, ctypes.byref(n)) != 0:
+            return None
+        k = min(m, n.value)
+        return [(a or 0, b or 0) for a, b in zip(frm[:k], to[:k])]
 
     def name(self, func: int) -> str | None:
         p = ctypes.c_char_p()

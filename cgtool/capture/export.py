@@ -95,13 +95,16 @@ def _get_edges(rt: Any, graph: Any) -> tuple[list[Any], list[Any]]:
 
 
 def graph_data(
-    raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto"
+    raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto",
+    with_environment: bool = True, handles_out: list[int] | None = None,
 ) -> dict[str, Any]:
     """The export of the template ``raw_graph`` as instantiated into ``raw_exec``.
 
     The result has exactly get_graph_data()'s keys, plus ``"cgtool"`` when ``with_meta``.
     ``id_source`` forces "driver" or "cupti" (for tests); "auto" prefers the driver.
     ``impl`` picks the per-node calls: "ctypes" (fast), "bindings" (cuda.bindings), "auto".
+    ``with_environment=False`` leaves ``cgtool.environment`` out (the recorder adds it off the
+    CUDA callback); ``handles_out`` receives the node handles, in the order of ``nodes``.
     """
     rt, drv = require_bindings("Graph export")
     graph = rt.cudaGraph_t(init_value=int(raw_graph))
@@ -145,6 +148,8 @@ def graph_data(
     if impl == "ctypes" and fast is None:
         raise CaptureError("The ctypes export path needs libcuda.so.1 with CUDA 12+ entry points.")
     handles = fast.nodes(int(raw_graph)) if fast is not None else [int(n) for n in nodes]
+    if handles_out is not None:
+        handles_out.extend(handles)
     kernel_t = next((k for k, t in types.items() if t == "kernel"), -1)
     child_t = next((k for k, t in types.items() if t == "child_graph"), -2)
     ctype = ctypes.c_int()
@@ -204,10 +209,13 @@ def graph_data(
             }
         )
 
-    frm, to = _get_edges(rt, graph)
-    for a, b in zip(frm, to):
-        src = handle_to_idx.get(int(a))
-        dst = handle_to_idx.get(int(b))
+    edges = fast.edges(int(raw_graph)) if fast is not None else None
+    if edges is None:  # cuda.bindings builds an object per edge end: only without the ctypes path
+        frm, to = _get_edges(rt, graph)
+        edges = [(int(a), int(b)) for a, b in zip(frm, to)]
+    for a, b in edges:
+        src = handle_to_idx.get(a)
+        dst = handle_to_idx.get(b)
         if src is not None and dst is not None:
             infos[src]["dependents"].append(dst)
             infos[dst]["dependencies"].append(src)
@@ -218,7 +226,7 @@ def graph_data(
         out["cgtool"] = {
             "schema_version": SCHEMA_VERSION,
             "id_source": source,
-            "environment": environment(),
+            "environment": environment() if with_environment else {},
             "timings": {"export_s": export_s},
             "nodes": extras,
         }
@@ -231,10 +239,16 @@ _MISSING: Any = object()
 def _kernel_extra(kname: str | None, grid: Any, block: Any, smem: Any) -> dict[str, Any]:
     extra: dict[str, Any] = {"grid": grid, "block": block, "shared_mem": smem}
     if kname:
-        dm = demangle(kname)
+        dm = _demangled(kname)
         if dm != kname:
             extra["demangled"] = dm
     return extra
+
+
+@functools.lru_cache(maxsize=4096)
+def _demangled(kname: str) -> str:
+    # A graph launches the same few kernels many times; demangling is a C++ library call each.
+    return demangle(kname)
 
 
 def _func_name(drv: Any, f: int) -> str | None:
@@ -255,19 +269,24 @@ def _child_summary(rt: Any, node: Any) -> dict[str, Any]:
     return {"child_graph": {"nodes": len(inner), "note": "not expanded: child graph nodes are listed as one node"}}
 
 
-def environment() -> dict[str, Any]:
-    """The environment fingerprint recorded in every artifact (a copy of the process's one)."""
-    return dict(_environment())
+def environment(device: int | None = None) -> dict[str, Any]:
+    """The environment fingerprint recorded in every artifact (a copy of the process's one).
+
+    ``device``: the CUDA device index; the calling thread's current device when None (give it
+    when calling from another thread than the one that works on the device).
+    """
+    import torch
+
+    return dict(_environment(torch.cuda.current_device() if device is None else int(device)))
 
 
-@functools.lru_cache(maxsize=1)
-def _environment() -> dict[str, Any]:
-    # Computed once per process: NVML initialisation alone costs tens of milliseconds, and
-    # nothing here (CUDA_DEVICE_MAX_CONNECTIONS included) can change once CUDA has started.
+@functools.lru_cache(maxsize=8)
+def _environment(dev: int) -> dict[str, Any]:
+    # Computed once per process and device: NVML initialisation alone costs tens of milliseconds,
+    # and nothing here (CUDA_DEVICE_MAX_CONNECTIONS included) can change once CUDA has started.
     import torch
 
     rt, _ = require_bindings("Graph export")
-    dev = torch.cuda.current_device()
     props = torch.cuda.get_device_properties(dev)
     drv_ver = check(rt.cudaDriverGetVersion(), "cudaDriverGetVersion")
     rt_ver = check(rt.cudaRuntimeGetVersion(), "cudaRuntimeGetVersion")

@@ -28,6 +28,10 @@ def record(
                                                "channels) into OUT/trace.json.")] = 0,
     trace_skip: Annotated[int, typer.Option("--trace-skip", min=0,
                                             help="Replays of each graph left untraced first (warm-up).")] = 1,
+    coverage: Annotated[bool, typer.Option("--coverage",
+                                           help="Measure the share of the run's GPU kernel time spent inside graph "
+                                           "replays (CUPTI kernel records for the whole run: costs about a "
+                                           "microsecond per kernel). On with --trace-replays.")] = False,
     nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", min=1,
                                                 help="Start N ranks with torchrun; each records into OUT/rank<R>.")] = 1,
     nnodes: Annotated[Optional[str], typer.Option("--nnodes", help="Passed to torchrun.")] = None,
@@ -44,7 +48,7 @@ def record(
         if v is not None:
             tr += [flag, str(v)]
     spec = RecordSpec(program=program, out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip,
-                      nproc_per_node=nproc_per_node, torchrun_args=tr)
+                      coverage=coverage, nproc_per_node=nproc_per_node, torchrun_args=tr)
     code = run(spec)
     try:
         record_summary(err, load_recordings(out))
