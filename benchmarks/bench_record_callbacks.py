@@ -157,6 +157,7 @@ def main() -> None:
 
     ex.graph_data = graph_data  # type: ignore[assignment]
     ex.environment = lambda *a, **k: {}  # type: ignore[assignment]
+    ex.host_environment = lambda: {}  # type: ignore[assignment]
     fc.load = lambda: types.SimpleNamespace(nodes=lambda g: list(graphs[g]))  # type: ignore[assignment]
 
     if "torch" not in sys.modules:  # the end-of-run ledger asks torch; a program under record has it loaded

@@ -30,3 +30,7 @@ mkdir -p "$OUT/busy_site"
 printf 'from cupti import cupti\n_s = cupti.subscribe(lambda *a: None, None)\n' > "$OUT/busy_site/sitecustomize.py"
 PYTHONPATH="$OUT/busy_site:${PYTHONPATH:-}" rec busy -- python tests/programs/server_runner.py
 rm -rf "$OUT/busy_site"
+# A `cgtool capture` bundle: its exports carry the same per-node source block (tests/data/capture_sources)
+$PY -m cgtool capture sample_workloads/transformer_block.py -o "$OUT/capture_transformer_block" --force \
+  > "$OUT/capture_transformer_block.log" 2>&1
+echo "== capture transformer_block: exit $?"; tail -n 5 "$OUT/capture_transformer_block.log"

@@ -71,7 +71,7 @@ class _GraphData(ctypes.Structure):  # CUpti_GraphData
 _LIB_SRC = """
 import ctypes, types
 def _deliver(self, dom: int, cbid: int, struct: Any) -> None:
-    if (int(dom), int(cbid)) in self.enabled:
+    if (int(dom), int(cbid)) in self.enabled and self.cb is not None:  # none after unsubscribe
         self.keep.append(struct)
         self.cb(None, dom, cbid, types.SimpleNamespace(ptr=ctypes.addressof(struct)))
 
@@ -151,6 +151,7 @@ def install(f: FakeCupti, setattr: Any) -> None:
 
     setattr(ex, "graph_data", graph_data)
     setattr(ex, "environment", lambda device=None: {"device": "fake"})
+    setattr(ex, "host_environment", lambda: {"driver_version": "fake"})
     setattr(fc, "load", lambda: types.SimpleNamespace(nodes=lambda g: list(graphs[g])))
 
 
@@ -389,3 +390,40 @@ def test_nodes_name_the_open_record_function_range(fake: FakeCupti, tmp_path: Pa
     doc = json.loads((tmp_path / "rec" / "graph_000.json").read_text())
     assert [n["source"]["record_function"] for n in doc["cgtool"]["nodes"]] == ["attn", "softmax", None]
     assert attribution.current_range() is None
+
+
+# --------------------------------------------------------------- `cgtool capture` bundles too
+def test_capture_exports_carry_the_same_source_blocks(fake: FakeCupti) -> None:
+    """NodeSources (used by `cgtool capture`/`export`/`trace`) attributes the nodes made while it is
+    on, in the export's node order, and says why when it could not."""
+    from cgtool.capture.node_sources import NodeSources
+
+    fake.graphs[100] = [13, 11, 12]  # type: ignore[attr-defined]  (export order differs from creation order)
+    lines = {}
+    with NodeSources() as s:
+        for h in (11, 12, 13):
+            lines[h] = sys._getframe().f_lineno + 1
+            fake.graph_event(_Res.GRAPHNODE_CREATED, graph=100, node=h)
+    fake.graph_event(_Res.GRAPHNODE_CREATED, graph=100, node=99)  # after the capture: not seen
+    assert fake.cb is None  # unsubscribed on exit
+    data: dict[str, Any] = {"nodes": [{}, {}, {}], "cgtool": {"nodes": [{}, {}, {}]}}
+    assert s.annotate(100, data) == 3
+    srcs = [e["source"] for e in data["cgtool"]["nodes"]]
+    assert [x["line"] for x in srcs] == [lines[13], lines[11], lines[12]]
+    assert all(x["file"] == __file__ and x["function"] == "test_capture_exports_carry_the_same_source_blocks"
+               for x in srcs)
+    assert data["cgtool"]["sources"]["nodes_with_source"] == 3
+    other: dict[str, Any] = {"cgtool": {"nodes": []}}
+    assert s.annotate(200, other) == 0 and other["cgtool"]["sources"]["from"] is None
+
+
+def test_capture_without_cupti_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cgtool.capture import _deps
+    from cgtool.capture.node_sources import NodeSources
+
+    monkeypatch.setattr(_deps, "optional_cupti", lambda: None)
+    with NodeSources() as s:
+        pass
+    data: dict[str, Any] = {"cgtool": {"nodes": [{}]}}
+    assert s.annotate(1, data) == 0
+    assert "cupti-python" in data["cgtool"]["sources"]["note"]

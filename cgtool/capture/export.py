@@ -270,43 +270,50 @@ def _child_summary(rt: Any, node: Any) -> dict[str, Any]:
 
 
 def environment(device: int | None = None) -> dict[str, Any]:
-    """The environment fingerprint recorded in every artifact (a copy of the process's one).
+    """The environment fingerprint recorded in every artifact (a copy of the process's one):
+    :func:`cuda_environment` and :func:`host_environment` together.
 
-    ``device``: the CUDA device index; the calling thread's current device when None (give it
-    when calling from another thread than the one that works on the device).
+    ``device``: the CUDA device index; the calling thread's current device when None.
     """
     import torch
 
-    return dict(_environment(torch.cuda.current_device() if device is None else int(device)))
+    dev = torch.cuda.current_device() if device is None else int(device)
+    return {**cuda_environment(dev), **host_environment()}
 
 
 @functools.lru_cache(maxsize=8)
-def _environment(dev: int) -> dict[str, Any]:
-    # Computed once per process and device: NVML initialisation alone costs tens of milliseconds,
-    # and nothing here (CUDA_DEVICE_MAX_CONNECTIONS included) can change once CUDA has started.
+def cuda_environment(dev: int) -> dict[str, Any]:
+    """What torch and the CUDA runtime say about device ``dev`` (CUDA calls: make them on the
+    thread that works on the device; ``cgtool record`` does, in its callback). Cached."""
     import torch
 
     rt, _ = require_bindings("Graph export")
     props = torch.cuda.get_device_properties(dev)
     drv_ver = check(rt.cudaDriverGetVersion(), "cudaDriverGetVersion")
     rt_ver = check(rt.cudaRuntimeGetVersion(), "cudaRuntimeGetVersion")
-    cupti = optional_cupti()
-    env: dict[str, Any] = {
+    return {
         "cgtool": __version__,
         "torch": str(torch.__version__),
         "torch_cuda": None if torch.version.cuda is None else str(torch.version.cuda),
         "cuda_runtime": rt_ver,
         "cuda_driver": drv_ver,
-        "driver_version": _nvml_driver(),
         "device": str(props.name),
         "device_index": dev,
         "capability": list(torch.cuda.get_device_capability(dev)),
         "sm_count": int(props.multi_processor_count),
-        "cupti_python": _pkg_version("cupti-python") if cupti is not None else None,
-        "cuda_bindings": _pkg_version("cuda-bindings"),
         "CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
     }
-    return env
+
+
+@functools.lru_cache(maxsize=1)
+def host_environment() -> dict[str, Any]:
+    """The driver's version string (NVML) and the installed package versions: no CUDA call, so any
+    thread may ask. Cached: NVML initialisation alone costs tens of milliseconds."""
+    return {
+        "driver_version": _nvml_driver(),
+        "cupti_python": _pkg_version("cupti-python") if optional_cupti() is not None else None,
+        "cuda_bindings": _pkg_version("cuda-bindings"),
+    }
 
 
 def _pkg_version(name: str) -> str | None:

@@ -137,6 +137,7 @@ class Recorder:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._env: dict[str, Any] | None = None
+        self._cuda_env: dict[int, dict[str, Any]] = {}
         self._site_cache: dict[Any, tuple[_NodeInfo, dict[str, Any]]] = {}
         self._cov_graph_ns: dict[int, int] = {}
         self._cov_graph_kernels: dict[int, int] = {}
@@ -161,6 +162,7 @@ class Recorder:
         self.timings["import_cupti_s"] = t1 - t0
         self._cupti = cupti
         self._L = _subscriber.Layout(cupti)
+        from cgtool.capture import export  # noqa: F401  (now, not inside the first graph's callback)
 
         how = os.environ.get("CGTOOL_RECORD_SUBSCRIBER", "ctypes")
         try:
@@ -468,6 +470,16 @@ class Recorder:
                 device = int(torch._C._cuda_getDevice())
             except Exception:
                 pass
+        if device is not None and device not in self._cuda_env:
+            # CUDA calls stay on this thread: the writer makes none (one there could wait on a driver
+            # lock this thread holds while this thread waits for the writer's GIL), and a call from
+            # another thread can invalidate a capture running here in "global" mode.
+            try:
+                from cgtool.capture.export import cuda_environment
+
+                self._cuda_env[device] = cuda_environment(device)
+            except Exception as e:
+                self._cuda_env[device] = {"error": f"{type(e).__name__}: {e}"}
         with self._lock:
             seq = len(self.graphs)
             rec = GraphRecord(
@@ -518,14 +530,16 @@ class Recorder:
         return done.wait(timeout)
 
     def _environment(self, device: int | None) -> dict[str, Any]:
+        """The export's environment block: the CUDA part read in the callback, the host part here."""
         if self._env is None:
             try:
-                from cgtool.capture.export import environment
+                from cgtool.capture.export import host_environment
 
-                self._env = environment(device)
+                self._env = dict(host_environment())
             except Exception as e:
-                self._env = {"error": f"{type(e).__name__}: {e}"}
-        return dict(self._env)
+                self._env = {"host_error": f"{type(e).__name__}: {e}"}
+        cuda = self._cuda_env.get(device, {}) if device is not None else {}
+        return {**cuda, **self._env}
 
     def _site(self, info: _NodeInfo) -> dict[str, Any]:
         codes, lastis, module, op, fallback, rf = info
