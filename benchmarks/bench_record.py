@@ -15,7 +15,10 @@ CLI and the child interpreter), the child's setup (imports, CUPTI subscribe), th
 the end of the run (writer drained, ledger, final files), and after it (the child's exit, the
 parent's summary). Modes: ``bare``, ``record``, ``boot`` (the recording child started directly,
 without the parent CLI), ``coverage`` (record --coverage), ``record_pycb`` (cupti-python's own
-subscribe), ``record_lite`` (no module names / autograd op per node).
+subscribe), ``record_lite`` (no module names / autograd op per node). ``MODE+NAME=VALUE`` sets
+``CGTOOL_RECORD_NAME=VALUE`` for that mode (the recorder's overhead experiments: ``boot+NOFRAMES``
+keeps nothing per node, ``boot+EXIT=fast`` skips the interpreter's teardown, ``boot+EXIT=finalize``
+calls ``cupti.finalize()``).
 """
 from __future__ import annotations
 
@@ -60,22 +63,26 @@ def main() -> None:
         for mode in modes:
             env = dict(os.environ)
             out = os.path.join(tmp, f"{mode}{r}")
-            if mode == "bare":
+            base, _, variant = mode.partition("+")  # e.g. boot+EXIT=fast: an experiment's env setting
+            if variant:
+                k, _, v = variant.partition("=")
+                env[f"CGTOOL_RECORD_{k}"] = v or "1"
+            if base == "bare":
                 cmd = [sys.executable, PROG, str(a.layers)]
-            elif mode == "boot":
+            elif base == "boot":
                 env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
                 os.makedirs(out, exist_ok=True)
                 cmd = [sys.executable, "-m", "cgtool.capture.record._boot", "--out", out, "--", PROG, str(a.layers)]
             else:
                 cmd = [sys.executable, "-m", "cgtool", "record", "-o", out, "--force",
-                       *(["--coverage"] if mode == "coverage" else []), "--", "python", PROG, str(a.layers)]
-                if mode == "record_pycb":
+                       *(["--coverage"] if base == "coverage" else []), "--", "python", PROG, str(a.layers)]
+                if base == "record_pycb":
                     env["CGTOOL_RECORD_SUBSCRIBER"] = "cupti-python"
-                if mode == "record_lite":
+                if base == "record_lite":
                     env["CGTOOL_RECORD_LITE"] = "1"
             wall, res, t_launch, t_exit = _run(cmd, env)
             row = {"wall_s": wall, "capture_s": res["capture_s"], "program_wall_s": res["wall_s"]}
-            if mode != "bare":
+            if base != "bare":
                 idx = json.load(open(os.path.join(out, "index.json")))
                 tl = idx.get("timeline") or {}
                 row["callback_stats"] = idx.get("callback_stats")
@@ -105,16 +112,18 @@ def main() -> None:
         ph = [x["phases_s"] for x in rows[mode] if "phases_s" in x]
         return {k: statistics.median(p[k] for p in ph) for k in ph[0]} if ph else {}
 
+    rec = "record" if "record" in rows else next(m for m in modes if m != "bare")  # the headline mode
     summary = {
         "program": f"server_runner.py {a.layers} (4 graphs)",
         "rounds": a.rounds,
         "python": sys.version.split()[0],
-        "wall_s": {"bare": med("bare", "wall_s"), "record": med("record", "wall_s")},
-        "wall_ratio": med("record", "wall_s") / med("bare", "wall_s"),
-        "program_own_wall_ratio": med("record", "program_wall_s") / med("bare", "program_wall_s"),
-        "capture_instantiate_s_per_graph": {"bare": med_cap("bare"), "record": med_cap("record")},
-        "capture_ratio": med_cap("record") / med_cap("bare"),
-        "record_phases_s": med_phases("record"),
+        "headline_mode": rec,
+        "wall_s": {"bare": med("bare", "wall_s"), rec: med(rec, "wall_s")},
+        "wall_ratio": med(rec, "wall_s") / med("bare", "wall_s"),
+        "program_own_wall_ratio": med(rec, "program_wall_s") / med("bare", "program_wall_s"),
+        "capture_instantiate_s_per_graph": {"bare": med_cap("bare"), rec: med_cap(rec)},
+        "capture_ratio": med_cap(rec) / med_cap("bare"),
+        "record_phases_s": med_phases(rec),
         "other_modes": {m: {"wall_s": med(m, "wall_s"), "capture_s": med_cap(m),
                             "program_wall_s": med(m, "program_wall_s"), "phases_s": med_phases(m)} for m in modes},
         "raw": rows,

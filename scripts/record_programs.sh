@@ -22,7 +22,7 @@ rec train --trace-replays 3 -- python tests/programs/train_graphed.py
 rec compiled --trace-replays 3 -- python tests/programs/compiled_model.py
 rec crash --trace-replays 2 -- python tests/programs/crash_after_two.py
 CGTOOL_RECORD_SUBSCRIBER=cupti-python rec server_pycb -- python tests/programs/server_runner.py
-rec ranks --nproc-per-node 2 -- python tests/programs/crash_after_two.py
+rec ranks --nproc-per-node 2 -- python tests/programs/server_runner.py  # both ranks finish: no early kill
 rec nograph -- python tests/programs/no_graph.py
 rec missing -- python tests/programs/not_there.py
 # CUPTI held by another subscriber before the program starts (a sitecustomize standing in for a profiler)

@@ -277,8 +277,26 @@ def test_site_labels() -> None:
     gen = S("/p/model.py", 9, "main", "linear, gelu (aten.addmm, aten.gelu)", None, "/tmp/torchinductor_u/ab.py:40",
             (), call="model")
     assert gen.short() == "model.py:9 linear, gelu (aten.addmm, aten.gelu)"
-    bwd = S("/p/train.py", 5, "main", "AddmmBackward0", None, None, ())
+    bwd = S("/p/train.py", 5, "main", "AddmmBackward0", None, None, (), call="torch.cuda.make_graphed_callables",
+            backward=True)
     assert bwd.short() == "train.py:5 AddmmBackward0"
+    inner = S("/p/model.py", 23, "forward", None, "Linear", None, (), call="self.up", module_inside=True)
+    assert inner.short() == "model.py:23 self.up (Linear)"
+    holding = S("/p/model.py", 23, "forward", None, "Block", None, (), call="F.gelu")  # Block holds the line
+    assert holding.short() == "model.py:23 F.gelu"
     bare = S("/p/model.py", 3, "f", None, "Linear", None, ())
     assert bare.short() == "model.py:3 Linear"
     assert S(None, None, None, None, None, None, ()).short() == "?"
+
+
+def test_module_inside_the_user_line() -> None:
+    """A module whose forward frame lies under the user's line (library code called from it) names
+    what the line reached; the module whose forward holds the line does not."""
+    lib_code = compile("def forward(self):\n    pass\n", sysconfig.get_paths()["stdlib"] + "/fake_linear.py", "exec")
+    lib_fn = next(c for c in lib_code.co_consts if hasattr(c, "co_name"))
+    user = sys._getframe()
+    frames = [(lib_fn, 0), (user.f_code, user.f_lasti)]
+    under = attribution.resolve(frames, modules=["Linear"], module_index=0)
+    assert under.file == __file__ and under.module_inside and under.module == "Linear"
+    holding = attribution.resolve(frames, modules=["Block"], module_index=1)
+    assert not holding.module_inside

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from cgtool.capture.record import _subscriber, attribution
 
-_Info = tuple[list[CodeType], list[int], Optional[type], Optional[str], Optional[str]]
+_Info = tuple[list[CodeType], list[int], Optional[type], int, Optional[str], Optional[str]]
 
 _OWN = (__file__, _subscriber.__file__)
 
@@ -77,7 +77,7 @@ class NodeSources:
             f: Any = sys._getframe(1)
             while f is not None and f.f_code.co_filename in _OWN:
                 f = f.f_back
-            codes, lastis, module = attribution.grab_node(f)
+            codes, lastis, module, module_index = attribution.grab_node(f)
             op = None
             torch = sys.modules.get("torch")
             if torch is not None:
@@ -87,7 +87,8 @@ class NodeSources:
                 except Exception:
                     pass
             with self._lock:
-                self._nodes.setdefault(graph, {})[node] = (codes, lastis, module, op, attribution.current_range())
+                self._nodes.setdefault(graph, {})[node] = (codes, lastis, module, module_index, op,
+                                                           attribution.current_range())
         except Exception:  # source lines are a courtesy: never break the capture
             pass
 
@@ -107,9 +108,9 @@ class NodeSources:
             info = infos.get(h)
             if info is None or i >= len(extras):
                 continue
-            codes, lastis, module, op, rf = info
+            codes, lastis, module, module_index, op, rf = info
             site = attribution.resolve(list(zip(codes, lastis)), modules=[module.__name__] if module else None,
-                                       autograd_op=op, record_function=rf)
+                                       autograd_op=op, record_function=rf, module_index=module_index)
             extras[i]["source"] = site.to_json()
             n += 1
         meta["sources"] = {"from": "cupti node callbacks during capture", "nodes_with_source": n}

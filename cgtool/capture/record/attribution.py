@@ -74,10 +74,10 @@ def grab(frame: FrameType | None, limit: int = _MAX_FRAMES) -> list[RawFrame]:
     return out
 
 
-def grab_node(frame: FrameType | None, limit: int = _MAX_FRAMES) -> tuple[list[CodeType], list[int], type | None]:
+def grab_node(frame: FrameType | None, limit: int = _MAX_FRAMES) -> tuple[list[CodeType], list[int], type | None, int]:
     """The node callback's walk: code objects and ``f_lasti`` of the frames from ``frame``
-    outwards (two lists: no tuple per frame), and the class of the innermost nn.Module whose
-    ``forward`` is on the stack (``self`` of that frame), or None.
+    outwards (two lists: no tuple per frame), the class of the innermost nn.Module whose
+    ``forward`` is on the stack (``self`` of that frame) or None, and that frame's index (-1).
 
     Timed by ``benchmarks/bench_record_callbacks.py``: reading two attributes per frame and
     nothing else halves the walk against checking every frame as it goes; the launch machinery
@@ -99,6 +99,7 @@ def grab_node(frame: FrameType | None, limit: int = _MAX_FRAMES) -> tuple[list[C
                 del codes[k:], lastis[k:]
                 break
     module = None
+    module_index = -1
     for i, code in enumerate(codes):
         if code.co_name == "forward" and code.co_argcount and code.co_varnames[0] == "self":
             f = frame
@@ -106,9 +107,9 @@ def grab_node(frame: FrameType | None, limit: int = _MAX_FRAMES) -> tuple[list[C
                 f = f.f_back  # type: ignore[union-attr]
             obj = f.f_locals.get("self") if f is not None else None
             if obj is not None and hasattr(obj, "_modules"):
-                module = type(obj)
+                module, module_index = type(obj), i
                 break
-    return codes, lastis, module
+    return codes, lastis, module, module_index
 
 
 # ------------------------------------------------------------------------------- lines and calls
@@ -288,20 +289,24 @@ class Site:
     stack: tuple[str, ...]  # user frames, innermost first, "file:line function" (at most 8)
     call: str | None = None  # the expression the user line was calling (``attn.softmax``), or its operator
     record_function: str | None = None  # innermost torch.profiler.record_function range open in the thread
+    backward: bool = False  # op is the autograd node that made the node (a backward pass)
+    module_inside: bool = False  # module's forward runs under the user line (not the one holding it)
 
     def short(self) -> str:
         """``model.py:88 attn.softmax`` — the label `dot` and tables show.
 
         Generated code and backward graphs are named by their op (Inductor's fused ops, the autograd
-        node); eager code by the call on the user line, with the torch function it reached when
-        that says more (``self.norm (layer_norm)``); else the op or the module.
+        node); eager code by the call on the user line, with what it reached when that says more:
+        the torch function (``self.norm (layer_norm)``) or the nn.Module called under that line
+        (``self.up (Linear)``); else the op or the module.
         """
         where = f"{os.path.basename(self.file)}:{self.line}" if self.file else "?"
-        if self.op and (self.generated or self.call is None):
+        if self.op and (self.generated or self.backward or self.call is None):
             what: str | None = self.op
         elif self.call:
+            extra = self.op or (self.module if self.module_inside else None)
             tail = self.call.rsplit(".", 1)[-1]
-            what = self.call + (f" ({self.op})" if self.op and self.op != tail else "")
+            what = self.call + (f" ({extra})" if extra and extra != tail else "")
         else:
             what = self.module
         return f"{where} {what}" if what else where
@@ -321,6 +326,7 @@ class Site:
             "op": self.op,
             "module": self.module,
             "record_function": self.record_function,
+            "backward": self.backward,
             "generated": self.generated,
             "label": self.short(),
             "code": self.code(),
@@ -329,7 +335,8 @@ class Site:
 
 
 def resolve(frames: list[RawFrame], *, modules: list[str] | None = None, autograd_op: str | None = None,
-            fallback: list[RawFrame] | None = None, record_function: str | None = None) -> Site:
+            fallback: list[RawFrame] | None = None, record_function: str | None = None,
+            module_index: int = -1) -> Site:
     """A :class:`Site` from raw frames (innermost first).
 
     ``modules``: nn.Module class names seen on the stack when it was grabbed (innermost first).
@@ -338,6 +345,7 @@ def resolve(frames: list[RawFrame], *, modules: list[str] | None = None, autogra
     in autograd's own thread, whose stack holds no user frame; the thread that called
     ``backward()`` does).
     ``record_function``: the innermost ``record_function`` range open when the node was made.
+    ``module_index``: the index in ``frames`` of the first module's ``forward`` (-1: unknown).
     """
     user_idx = None
     for i, (code, _) in enumerate(frames):
@@ -354,8 +362,9 @@ def resolve(frames: list[RawFrame], *, modules: list[str] | None = None, autogra
             generated = f"{code.co_filename}:{line}"
             if op is None:
                 op = inductor_ops(code.co_filename, line)
+    backward = False
     if op is None and autograd_op:
-        op = autograd_op
+        op, backward = autograd_op, True
     if op is None:
         # The outermost library function called from the user frame is the torch-level op
         # (``softmax`` in torch/nn/functional.py), not the helpers it calls.
@@ -366,15 +375,16 @@ def resolve(frames: list[RawFrame], *, modules: list[str] | None = None, autogra
                     break
     if user_idx is None and fallback:
         fb = resolve(fallback, modules=modules, autograd_op=op)
-        return Site(fb.file, fb.line, fb.function, op, fb.module, generated, fb.stack, fb.call, record_function)
+        return Site(fb.file, fb.line, fb.function, op, fb.module, generated, fb.stack, fb.call, record_function,
+                    backward or fb.backward)
     users = [(c, li) for c, li in frames if classify(c.co_filename) == "user"]
     stack = tuple(f"{c.co_filename}:{line_of(c, li)} {c.co_name}" for c, li in users[:8])
     module = modules[0] if modules else None
     if user_idx is None:
-        return Site(None, None, None, op, module, generated, stack, None, record_function)
+        return Site(None, None, None, op, module, generated, stack, None, record_function, backward)
     code, lasti = frames[user_idx]
     return Site(code.co_filename, line_of(code, lasti), code.co_name, op, module, generated, stack,
-                call_at(code, lasti), record_function)
+                call_at(code, lasti), record_function, backward, 0 <= module_index < user_idx)
 
 
 _NOT_OPS = frozenset({"forward", "__call__", "_call_impl", "_wrapped_call_impl", "wrapper", "inner", "run",

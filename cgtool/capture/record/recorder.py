@@ -51,9 +51,10 @@ RECORD_SCHEMA_VERSION = 1
 _LOW32 = 0xFFFFFFFF
 
 #: What the node callback keeps per node: the frames' code objects and ``f_lasti`` (innermost
-#: first), the innermost nn.Module class, the autograd node's name, the capturing thread's frames
+#: first), the innermost nn.Module class and its frame's index, the autograd node's name, the capturing thread's frames
 #: (when another thread made the node), the open record_function range.
-_NodeInfo = tuple[list[CodeType], list[int], Optional[type], Optional[str], Optional[list[RawFrame]], Optional[str]]
+_NodeInfo = tuple[list[CodeType], list[int], Optional[type], int, Optional[str], Optional[list[RawFrame]],
+                  Optional[str]]
 
 
 class RecordSetupError(CaptureError):
@@ -127,7 +128,10 @@ class Recorder:
         self._sub: Any = None
         self._cb_stats: dict[tuple[int, int], list[int]] = {}  # (domain, cbid) -> [calls, ns inside]
         self._launch_callbacks = 0
-        self._lite = bool(os.environ.get("CGTOOL_RECORD_LITE"))  # no module names / autograd op (overhead tests)
+        # Overhead experiments (benchmarks/bench_record.py): LITE keeps frames but no module / autograd
+        # op; NOFRAMES keeps nothing per node (the cost floor of a node callback).
+        self._lite = bool(os.environ.get("CGTOOL_RECORD_LITE"))
+        self._noframes = bool(os.environ.get("CGTOOL_RECORD_NOFRAMES"))
         self._cupti: Any = None
         self._started = time.time()
         self._t0 = time.perf_counter()
@@ -364,6 +368,8 @@ class Recorder:
 
     def _node_info(self) -> _NodeInfo:
         """The minimum, on the thread making the node: raw frames and objects, named later."""
+        if self._noframes:
+            return [], [], None, -1, None, None, None
         f = _caller_frame()
         fallback = None
         tid = threading.get_ident()
@@ -373,9 +379,9 @@ class Recorder:
             if cap.thread != tid:
                 fallback = attribution.grab(sys._current_frames().get(cap.thread))
         rf = attribution.current_range()
-        codes, lastis, module = attribution.grab_node(f)
+        codes, lastis, module, module_index = attribution.grab_node(f)
         if self._lite:
-            return codes, lastis, None, None, fallback, rf
+            return codes, lastis, None, -1, None, fallback, rf
         autograd_op = None
         torch = self._torch or sys.modules.get("torch")
         if torch is not None:
@@ -385,7 +391,7 @@ class Recorder:
                 autograd_op = None if n is None else str(n.name())
             except Exception:
                 pass
-        return codes, lastis, module, autograd_op, fallback, rf
+        return codes, lastis, module, module_index, autograd_op, fallback, rf
 
     def _runtime(self, cbid: int, ptr: int) -> None:
         enter = _i32(ptr + self._site_off) == self._ENTER
@@ -542,15 +548,16 @@ class Recorder:
         return {**cuda, **self._env}
 
     def _site(self, info: _NodeInfo) -> dict[str, Any]:
-        codes, lastis, module, op, fallback, rf = info
+        codes, lastis, module, module_index, op, fallback, rf = info
         # Nodes made from the same lines (a layer loop) share frames: resolve each stack once.
-        key = (tuple(map(id, codes)), tuple(lastis), id(module), op, rf) if fallback is None else None
+        key = (tuple(map(id, codes)), tuple(lastis), id(module), module_index, op, rf) if fallback is None else None
         if key is not None:
             hit = self._site_cache.get(key)
             if hit is not None:
                 return hit[1]
         site = attribution.resolve(list(zip(codes, lastis)), modules=[module.__name__] if module else None,
-                                   autograd_op=op, fallback=fallback, record_function=rf).to_json()
+                                   autograd_op=op, fallback=fallback, record_function=rf,
+                                   module_index=module_index).to_json()
         if key is not None:
             if len(self._site_cache) > 50_000:
                 self._site_cache.clear()
@@ -620,6 +627,11 @@ class Recorder:
                 self._sub.unsubscribe()
             except Exception:
                 pass
+            if os.environ.get("CGTOOL_RECORD_EXIT") == "finalize" and cupti is not None:  # experiment
+                try:
+                    cupti.finalize()
+                except Exception as e:
+                    self.errors.append(f"finalize: {e}")
         self._cupti = None
         t1 = time.perf_counter()
         w = self._writer
