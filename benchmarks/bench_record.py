@@ -17,8 +17,7 @@ parent's summary). Modes: ``bare``, ``record``, ``boot`` (the recording child st
 without the parent CLI), ``coverage`` (record --coverage), ``record_pycb`` (cupti-python's own
 subscribe), ``record_lite`` (no module names / autograd op per node). ``MODE+NAME=VALUE`` sets
 ``CGTOOL_RECORD_NAME=VALUE`` for that mode (the recorder's overhead experiments: ``boot+NOFRAMES``
-keeps nothing per node, ``boot+EXIT=fast`` skips the interpreter's teardown, ``boot+EXIT=finalize``
-calls ``cupti.finalize()``).
+keeps nothing per node, ``boot+EXIT=fast`` skips the interpreter's teardown).
 """
 from __future__ import annotations
 

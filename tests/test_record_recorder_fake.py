@@ -322,12 +322,16 @@ def test_coverage_sums_kernel_time_in_and_out_of_graphs(fake: FakeCupti, tmp_pat
     fake.activity_register_callbacks = lambda req, done: setattr(fake, "done", done)  # type: ignore[attr-defined]
     fake.activity_enable = fake.activity_disable = lambda k: None  # type: ignore[attr-defined]
     fake.activity_flush_all = lambda flag: None  # type: ignore[attr-defined]
+    t_first = 600_000  # the CUPTI clock when the first graph is instantiated
+    fake.get_timestamp = lambda: t_first  # type: ignore[attr-defined]
     rec = Recorder(str(tmp_path), program=["prog.py"], coverage=True)
     rec.start()
-    _capture(fake, 100, [11, 12], 5000)  # exec graph id 5
     rng = random.Random(1)
     recs = []
     t = 0
+    fake.done([types.SimpleNamespace(kind=_Kind.CONCURRENT_KERNEL, start=1, end=11, graph_id=0,  # type: ignore[attr-defined]
+                                     correlation_id=1)])  # a buffer before any graph
+    _capture(fake, 100, [11, 12], 5000)  # exec graph id 5
     for _ in range(500):
         d = rng.randint(1, 5000)
         gid = rng.choice([0, 0, 5, 9])  # 9: a graph instantiated while not recorded
@@ -341,13 +345,16 @@ def test_coverage_sums_kernel_time_in_and_out_of_graphs(fake: FakeCupti, tmp_pat
     kernels = [r for r in recs if r.kind == _Kind.CONCURRENT_KERNEL]
     in5 = sum(r.end - r.start for r in kernels if r.graph_id == 5)
     in9 = sum(r.end - r.start for r in kernels if r.graph_id == 9)
-    out = sum(r.end - r.start for r in kernels if r.graph_id == 0)
+    out = sum(r.end - r.start for r in kernels if r.graph_id == 0) + 10  # + the one before any graph
     cov = idx["coverage"]
     assert cov["kernel_ns_in_graphs"] == in5 + in9 and cov["kernel_ns_outside_graphs"] == out
     assert cov["kernel_ns_of_unrecorded_graphs"] == in9
     assert cov["share_in_graphs"] == pytest.approx((in5 + in9) / (in5 + in9 + out))
-    assert cov["kernels_in_graphs"] + cov["kernels_outside_graphs"] == len(kernels)
+    assert cov["kernels_in_graphs"] + cov["kernels_outside_graphs"] == len(kernels) + 1
     assert idx["graphs"][0]["kernel_ns"] == in5
+    after = sum(r.end - r.start for r in kernels if r.graph_id == 0 and r.start >= t_first)
+    assert 0 < after < out and cov["kernel_ns_outside_graphs_since_first_graph"] == after
+    assert cov["share_in_graphs_since_first_graph"] == pytest.approx((in5 + in9) / (in5 + in9 + after))
     assert json.loads((tmp_path / "graph_000.json").read_text())["cgtool"]["record"]["kernel_ns"] == in5
 
 

@@ -64,8 +64,11 @@ def record_summary(con: Console, recs: list[Recording]) -> None:
                       f"graph replays ({int(cov.get('kernels_in_graphs') or 0)} kernels in graphs, "
                       f"{int(cov.get('kernels_outside_graphs') or 0)} outside; "
                       f"{_ms(int(cov.get('kernel_ns_in_graphs') or 0) / 1e9)} ms vs "
-                      f"{_ms(int(cov.get('kernel_ns_outside_graphs') or 0) / 1e9)} ms).", markup=False,
-                      highlight=False)
+                      f"{_ms(int(cov.get('kernel_ns_outside_graphs') or 0) / 1e9)} ms)"
+                      + (f"; {100 * float(cov['share_in_graphs_since_first_graph']):.1f}% from the first graph on "
+                         f"({int(cov.get('kernels_outside_graphs_since_first_graph') or 0)} kernels outside)"
+                         if cov.get("share_in_graphs_since_first_graph") is not None else "") + ".",
+                      markup=False, highlight=False)
         elif "coverage" in idx and cov:
             con.print("coverage: no kernel ran.", markup=False, highlight=False)
         if idx.get("trace"):

@@ -147,6 +147,9 @@ class Recorder:
         self._cov_graph_kernels: dict[int, int] = {}
         self._cov_eager_ns = 0
         self._cov_eager_kernels = 0
+        self._cov_eager_after_ns = 0  # outside graphs, started after the first graph was instantiated
+        self._cov_eager_after_kernels = 0
+        self._t_first_graph: int | None = None  # CUPTI timestamp (ns) of the first instantiation
         self._torch: Any = None
         self._finished = False
 
@@ -258,7 +261,8 @@ class Recorder:
         tracing = self.trace_replays > 0
         kern, kern2 = int(K.CONCURRENT_KERNEL), int(K.KERNEL)
         in_graph, in_graph_n = self._cov_graph_ns, self._cov_graph_kernels
-        eager_ns = eager_n = 0
+        eager_ns = eager_n = after_ns = after_n = 0
+        t_first = self._t_first_graph
         for a in activities:
             kind = int(a.kind)
             if kind == kern or kind == kern2:
@@ -270,6 +274,9 @@ class Recorder:
                 else:
                     eager_ns += d
                     eager_n += 1
+                    if t_first is not None and a.start >= t_first:
+                        after_ns += d
+                        after_n += 1
                 if tracing and a.correlation_id in traced:
                     rec = _gpu_record(a, "kernel", a.name)
                     rec["grid"] = [a.grid_x, a.grid_y, a.grid_z]
@@ -290,6 +297,8 @@ class Recorder:
                                      "thread": a.thread_id})
         self._cov_eager_ns += eager_ns
         self._cov_eager_kernels += eager_n
+        self._cov_eager_after_ns += after_ns
+        self._cov_eager_after_kernels += after_n
 
     def _install_skip_handler(self) -> None:
         """Collect torch.compile's "skipping cudagraphs due to ..." messages (its log keeps printing them)."""
@@ -463,6 +472,11 @@ class Recorder:
         cap = self._last_capture.pop(tid, None)
         t_inst0 = self._inst_start.pop(tid, None)
         reserved_now = self._reserved()
+        if self.coverage and self._t_first_graph is None:
+            try:  # the clock of CUPTI's activity records: splits the run at its first graph
+                self._t_first_graph = int(self._cupti.get_timestamp())
+            except Exception:
+                pass
         handles: list[int] = []
         data = graph_data(graph, exec_, with_environment=False, handles_out=handles)
         infos = dict(self._nodes.get(graph, {}))
@@ -627,11 +641,6 @@ class Recorder:
                 self._sub.unsubscribe()
             except Exception:
                 pass
-            if os.environ.get("CGTOOL_RECORD_EXIT") == "finalize" and cupti is not None:  # experiment
-                try:
-                    cupti.finalize()
-                except Exception as e:
-                    self.errors.append(f"finalize: {e}")
         self._cupti = None
         t1 = time.perf_counter()
         w = self._writer
@@ -669,6 +678,7 @@ class Recorder:
             return None
         graph_ns = sum(self._cov_graph_ns.values())
         total = graph_ns + self._cov_eager_ns
+        since = graph_ns + self._cov_eager_after_ns
         known = {r.exec_graph_id for r in self.graphs}
         return {
             "kernel_ns_in_graphs": graph_ns,
@@ -676,6 +686,11 @@ class Recorder:
             "kernels_in_graphs": sum(self._cov_graph_kernels.values()),
             "kernels_outside_graphs": self._cov_eager_kernels,
             "share_in_graphs": graph_ns / total if total else None,
+            # warm-up, compilation and autotuning run before the first graph: the steady state after it
+            "kernel_ns_outside_graphs_since_first_graph": self._cov_eager_after_ns,
+            "kernels_outside_graphs_since_first_graph": self._cov_eager_after_kernels,
+            "share_in_graphs_since_first_graph": graph_ns / since if since and self._t_first_graph is not None
+            else None,
             "kernel_ns_of_unrecorded_graphs": sum(v for k, v in self._cov_graph_ns.items() if k not in known),
             "note": "summed durations of CUPTI kernel records over the whole run (kernels on concurrent streams "
                     "are counted in full each); memcpy and memset work is not included",
