@@ -265,6 +265,11 @@ def test_kernel_coverage_agrees_with_the_program_and_the_trace(name: str) -> Non
     total = cov["kernel_ns_in_graphs"] + cov["kernel_ns_outside_graphs"]
     assert cov["share_in_graphs"] == pytest.approx(cov["kernel_ns_in_graphs"] / total)
     assert cov["kernels_in_graphs"] == sum(g["kernels"] for g in rec.graphs)
+    # from the first graph on: the same graph time against a part of the time outside graphs
+    assert cov["kernels_outside_graphs_since_first_graph"] <= cov["kernels_outside_graphs"]
+    assert cov["share_in_graphs_since_first_graph"] == pytest.approx(
+        cov["kernel_ns_in_graphs"] / (cov["kernel_ns_in_graphs"] + cov["kernel_ns_outside_graphs_since_first_graph"]))
+    assert cov["share_in_graphs_since_first_graph"] >= cov["share_in_graphs"]
 
 
 # ------------------------------------------------------------------------ capture bundles too
