@@ -8,6 +8,16 @@ and under `cgtool record`, alternating, in fresh processes. Two figures, medians
 * program wall time: the process's wall time from start to exit, recorded / bare (goal <= 1.05x);
 * capture+instantiate per graph: the program's own timing around each `with torch.cuda.graph`
   (it prints them), recorded / bare (goal <= 1.2x).
+
+And where the recorded run's extra time goes, from the wall-clock stamps the recording keeps
+(``index.json`` ``timeline``, ``recorder_timings``): before the child's first line (the parent
+CLI and the child interpreter), the child's setup (imports, CUPTI subscribe), the program itself,
+the end of the run (writer drained, ledger, final files), and after it (the child's exit, the
+parent's summary). Modes: ``bare``, ``record``, ``boot`` (the recording child started directly,
+without the parent CLI), ``coverage`` (record --coverage), ``record_pycb`` (cupti-python's own
+subscribe), ``record_lite`` (no module names / autograd op per node). ``MODE+NAME=VALUE`` sets
+``CGTOOL_RECORD_NAME=VALUE`` for that mode (the recorder's overhead experiments: ``boot+NOFRAMES``
+keeps nothing per node, ``boot+EXIT=fast`` skips the interpreter's teardown).
 """
 from __future__ import annotations
 
@@ -25,14 +35,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROG = os.path.join(ROOT, "tests", "programs", "server_runner.py")
 
 
-def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, dict]:
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, dict, float, float]:
+    t_launch = time.time()
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     wall = time.perf_counter() - t0
+    t_exit = time.time()
     if p.returncode != 0:
         raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-3000:]}")
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("RESULT "))
-    return wall, json.loads(line[len("RESULT "):])
+    return wall, json.loads(line[len("RESULT "):]), t_launch, t_exit
 
 
 def main() -> None:
@@ -41,8 +53,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--out", default="bench_record.json")
     ap.add_argument("--modes", default="bare,record",
-                    help="bare, record, record_pycb (cupti-python's own subscribe instead of ctypes), "
-                    "record_lite (no module names / autograd op per node)")
+                    help="bare, record, boot, coverage, record_pycb, record_lite (see the docstring)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
     modes = a.modes.split(",")
@@ -50,22 +61,43 @@ def main() -> None:
     for r in range(a.rounds):
         for mode in modes:
             env = dict(os.environ)
-            if mode == "bare":
+            out = os.path.join(tmp, f"{mode}{r}")
+            base, _, variant = mode.partition("+")  # e.g. boot+EXIT=fast: an experiment's env setting
+            if variant:
+                k, _, v = variant.partition("=")
+                env[f"CGTOOL_RECORD_{k}"] = v or "1"
+            if base == "bare":
                 cmd = [sys.executable, PROG, str(a.layers)]
+            elif base == "boot":
+                env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+                os.makedirs(out, exist_ok=True)
+                cmd = [sys.executable, "-m", "cgtool.capture.record._boot", "--out", out, "--", PROG, str(a.layers)]
             else:
-                cmd = [sys.executable, "-m", "cgtool", "record", "-o", os.path.join(tmp, f"r{r}"), "--force",
-                       "--", "python", PROG, str(a.layers)]
-                if mode == "record_pycb":
+                cmd = [sys.executable, "-m", "cgtool", "record", "-o", out, "--force",
+                       *(["--coverage"] if base == "coverage" else []), "--", "python", PROG, str(a.layers)]
+                if base == "record_pycb":
                     env["CGTOOL_RECORD_SUBSCRIBER"] = "cupti-python"
-                if mode == "record_lite":
+                if base == "record_lite":
                     env["CGTOOL_RECORD_LITE"] = "1"
-            wall, res = _run(cmd, env)
+            wall, res, t_launch, t_exit = _run(cmd, env)
             row = {"wall_s": wall, "capture_s": res["capture_s"], "program_wall_s": res["wall_s"]}
-            if mode != "bare":
-                idx = json.load(open(os.path.join(tmp, f"r{r}", "index.json")))
+            if base != "bare":
+                idx = json.load(open(os.path.join(out, "index.json")))
+                tl = idx.get("timeline") or {}
                 row["callback_stats"] = idx.get("callback_stats")
-                row["recorded"] = [{k: g[k] for k in ("nodes", "capture_s", "instantiate_s", "export_s")}
+                row["launch_callbacks"] = idx.get("launch_callbacks")
+                row["recorder_timings"] = idx.get("recorder_timings")
+                row["coverage"] = idx.get("coverage")
+                row["recorded"] = [{k: g.get(k) for k in ("nodes", "capture_s", "instantiate_s", "export_s", "write_s")}
                                    for g in idx["graphs"]]
+                if {"boot_start", "program_start", "program_end", "finish_end"} <= set(tl):
+                    row["phases_s"] = {
+                        "before_child_code": tl["boot_start"] - t_launch,
+                        "child_setup": tl["program_start"] - tl["boot_start"],
+                        "program": tl["program_end"] - tl["program_start"],
+                        "finish": tl["finish_end"] - tl["program_end"],
+                        "after_finish": t_exit - tl["finish_end"],
+                    }
             rows[mode].append(row)
     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -75,14 +107,24 @@ def main() -> None:
     def med_cap(mode: str) -> float:
         return statistics.median(c for x in rows[mode] for c in x["capture_s"])
 
+    def med_phases(mode: str) -> dict[str, float]:
+        ph = [x["phases_s"] for x in rows[mode] if "phases_s" in x]
+        return {k: statistics.median(p[k] for p in ph) for k in ph[0]} if ph else {}
+
+    rec = "record" if "record" in rows else next(m for m in modes if m != "bare")  # the headline mode
     summary = {
         "program": f"server_runner.py {a.layers} (4 graphs)",
         "rounds": a.rounds,
-        "wall_s": {"bare": med("bare", "wall_s"), "record": med("record", "wall_s")},
-        "wall_ratio": med("record", "wall_s") / med("bare", "wall_s"),
-        "capture_instantiate_s_per_graph": {"bare": med_cap("bare"), "record": med_cap("record")},
-        "capture_ratio": med_cap("record") / med_cap("bare"),
-        "other_modes": {m: {"wall_s": med(m, "wall_s"), "capture_s": med_cap(m)} for m in modes},
+        "python": sys.version.split()[0],
+        "headline_mode": rec,
+        "wall_s": {"bare": med("bare", "wall_s"), rec: med(rec, "wall_s")},
+        "wall_ratio": med(rec, "wall_s") / med("bare", "wall_s"),
+        "program_own_wall_ratio": med(rec, "program_wall_s") / med("bare", "program_wall_s"),
+        "capture_instantiate_s_per_graph": {"bare": med_cap("bare"), rec: med_cap(rec)},
+        "capture_ratio": med_cap(rec) / med_cap("bare"),
+        "record_phases_s": med_phases(rec),
+        "other_modes": {m: {"wall_s": med(m, "wall_s"), "capture_s": med_cap(m),
+                            "program_wall_s": med(m, "program_wall_s"), "phases_s": med_phases(m)} for m in modes},
         "raw": rows,
     }
     with open(a.out, "w") as f:

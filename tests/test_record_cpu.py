@@ -8,6 +8,8 @@ import json
 import sys
 import sysconfig
 from pathlib import Path
+import types
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -173,3 +175,128 @@ def test_deps_and_topo_take_a_recording_folder(run_cli) -> None:  # type: ignore
     code, out, err = run_cli("topo", str(DATA / "record_train"))
     assert code == 0, err
     assert out.count("topology of") == 2 and "measured" in out  # both graphs, weighted by the trace
+
+
+# ------------------------------------------------------------------------- lines and calls
+def _here() -> tuple[Any, int, int]:
+    """(code, lasti, lineno) of the caller, as a callback would see its frame."""
+    f = sys._getframe(1)
+    return f.f_code, f.f_lasti, f.f_lineno
+
+
+def test_line_of_agrees_with_f_lineno_everywhere() -> None:
+    """line_of(code, lasti) must give what f_lineno gives, for every frame of a deep stack (library
+    frames of pytest and pluggy included: long functions, loops, try blocks)."""
+    f: Any = sys._getframe()
+    n = 0
+    while f is not None:
+        assert attribution.line_of(f.f_code, f.f_lasti) == f.f_lineno, f.f_code
+        f = f.f_back
+        n += 1
+    assert n > 10
+    samples = [_here(),
+               _here() if True else None,
+               (lambda: _here())(),  # noqa: PLC3002
+               ]
+    for code, lasti, line in samples:
+        assert attribution.line_of(code, lasti) == line
+
+
+def _outer_call() -> str | None:
+    """What a node made here would get as its call: the expression the caller's caller is calling."""
+    f = sys._getframe(2)
+    return attribution.call_at(f.f_code, f.f_lasti)
+
+
+class _Layer:
+    def __call__(self, x: Any = None) -> str | None:
+        return _outer_call()
+
+    def softmax(self, dim: int) -> str | None:
+        return _outer_call()
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="column positions (co_positions) need Python 3.11")
+def test_call_at_names_the_expression_being_called() -> None:
+    layer = _Layer()
+    F = types.SimpleNamespace(gelu=lambda x: _outer_call())
+    self_like = types.SimpleNamespace(attn=layer)
+    assert layer.softmax(-1) == "layer.softmax"
+    assert layer(None) == "layer"
+    assert F.gelu(1) == "F.gelu"
+    assert self_like.attn.softmax(-1) == "self_like.attn.softmax"
+    assert [layer][0](0) == "[layer][0]"
+    spread = self_like.attn.softmax(
+        -1,
+    )
+    assert spread == "self_like.attn.softmax"  # a call over several lines
+    inner = [F.gelu(layer.softmax(0))]  # the inner call, then the outer one
+    assert inner == ["F.gelu"]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="column positions (co_positions) need Python 3.11")
+def test_call_at_operators_seen_from_the_dunder() -> None:
+    seen: list[str | None] = []
+
+    class Op:
+        def _note(self) -> None:
+            f = sys._getframe(2)  # the frame running the operator
+            seen.append(attribution.call_at(f.f_code, f.f_lasti))
+
+        def __add__(self, o: Any) -> "Op":
+            self._note()
+            return self
+
+        def __matmul__(self, o: Any) -> "Op":
+            self._note()
+            return self
+
+        def __getitem__(self, k: Any) -> "Op":
+            self._note()
+            return self
+
+        def __neg__(self) -> "Op":
+            self._note()
+            return self
+
+    o = Op()
+    _ = o + o
+    _ = o @ o
+    _ = o[1]
+    _ = -o
+    o += o
+    assert seen == ["add", "matmul", "getitem", "neg", "add"]
+
+
+def test_site_labels() -> None:
+    S = attribution.Site
+    eager = S("/p/model.py", 22, "forward", "layer_norm", "Block", None, (), call="self.norm")
+    assert eager.short() == "model.py:22 self.norm (layer_norm)"
+    same = S("/p/model.py", 30, "forward", "softmax", None, None, (), call="x.softmax")
+    assert same.short() == "model.py:30 x.softmax"
+    gen = S("/p/model.py", 9, "main", "linear, gelu (aten.addmm, aten.gelu)", None, "/tmp/torchinductor_u/ab.py:40",
+            (), call="model")
+    assert gen.short() == "model.py:9 linear, gelu (aten.addmm, aten.gelu)"
+    bwd = S("/p/train.py", 5, "main", "AddmmBackward0", None, None, (), call="torch.cuda.make_graphed_callables",
+            backward=True)
+    assert bwd.short() == "train.py:5 AddmmBackward0"
+    inner = S("/p/model.py", 23, "forward", None, "Linear", None, (), call="self.up", module_inside=True)
+    assert inner.short() == "model.py:23 self.up (Linear)"
+    holding = S("/p/model.py", 23, "forward", None, "Block", None, (), call="F.gelu")  # Block holds the line
+    assert holding.short() == "model.py:23 F.gelu"
+    bare = S("/p/model.py", 3, "f", None, "Linear", None, ())
+    assert bare.short() == "model.py:3 Linear"
+    assert S(None, None, None, None, None, None, ()).short() == "?"
+
+
+def test_module_inside_the_user_line() -> None:
+    """A module whose forward frame lies under the user's line (library code called from it) names
+    what the line reached; the module whose forward holds the line does not."""
+    lib_code = compile("def forward(self):\n    pass\n", sysconfig.get_paths()["stdlib"] + "/fake_linear.py", "exec")
+    lib_fn = next(c for c in lib_code.co_consts if hasattr(c, "co_name"))
+    user = sys._getframe()
+    frames = [(lib_fn, 0), (user.f_code, user.f_lasti)]
+    under = attribution.resolve(frames, modules=["Linear"], module_index=0)
+    assert under.file == __file__ and under.module_inside and under.module == "Linear"
+    holding = attribution.resolve(frames, modules=["Block"], module_index=1)
+    assert not holding.module_inside

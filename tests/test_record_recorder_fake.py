@@ -71,7 +71,7 @@ class _GraphData(ctypes.Structure):  # CUpti_GraphData
 _LIB_SRC = """
 import ctypes, types
 def _deliver(self, dom: int, cbid: int, struct: Any) -> None:
-    if (int(dom), int(cbid)) in self.enabled:
+    if (int(dom), int(cbid)) in self.enabled and self.cb is not None:  # none after unsubscribe
         self.keep.append(struct)
         self.cb(None, dom, cbid, types.SimpleNamespace(ptr=ctypes.addressof(struct)))
 
@@ -129,21 +129,19 @@ class FakeCupti:
     api = _lib["api"]
 
 
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCupti:
-    f = FakeCupti()
-    pkg = types.ModuleType("cupti")
-    pkg.cupti = f  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "cupti", pkg)
-    monkeypatch.setenv("CGTOOL_RECORD_SUBSCRIBER", "cupti-python")
+def install(f: FakeCupti, setattr: Any) -> None:
+    """Stand-ins for the graph export and the environment (``setattr``: monkeypatch's, or the builtin)."""
     import cgtool.capture._fastcuda as fc
     import cgtool.capture.export as ex
 
     graphs: dict[int, list[int]] = {}
     f.graphs = graphs  # type: ignore[attr-defined]
 
-    def graph_data(graph: int, exec_: int) -> dict[str, Any]:
+    def graph_data(graph: int, exec_: int, *, with_environment: bool = True,
+                   handles_out: list[int] | None = None) -> dict[str, Any]:
         handles = graphs[graph]
+        if handles_out is not None:
+            handles_out.extend(handles)
         eid = exec_ // 1000
         return {"exec_graph_id": eid,
                 "nodes": [{"index": i, "node_type": "kernel", "tools_id": (eid << 32) | i, "graph_id": eid,
@@ -151,8 +149,20 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCupti:
                            "dependents": [i + 1] if i + 1 < len(handles) else []} for i in range(len(handles))],
                 "cgtool": {"timings": {"export_s": 0.0}, "nodes": [{} for _ in handles], "environment": {}}}
 
-    monkeypatch.setattr(ex, "graph_data", graph_data)
-    monkeypatch.setattr(fc, "load", lambda: types.SimpleNamespace(nodes=lambda g: list(graphs[g])))
+    setattr(ex, "graph_data", graph_data)
+    setattr(ex, "environment", lambda device=None: {"device": "fake"})
+    setattr(ex, "host_environment", lambda: {"driver_version": "fake"})
+    setattr(fc, "load", lambda: types.SimpleNamespace(nodes=lambda g: list(graphs[g])))
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCupti:
+    f = FakeCupti()
+    pkg = types.ModuleType("cupti")
+    pkg.cupti = f  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cupti", pkg)
+    monkeypatch.setenv("CGTOOL_RECORD_SUBSCRIBER", "cupti-python")
+    install(f, monkeypatch.setattr)
     return f
 
 
@@ -186,6 +196,7 @@ def test_recorder_writes_graphs_with_lines_and_counts(fake: FakeCupti, tmp_path:
     rec.start()
     lines_a = _capture(fake, 100, [11, 12, 13], 5000)
     lines_b = _capture(fake, 200, [21, 22], 6000)
+    assert rec.flush(), "the writer thread has both graphs on disk"
     assert (tmp_path / "graph_000.json").exists() and (tmp_path / "graph_001.json").exists()
     for k in range(4):
         _replay(fake, 5000, 10 + 2 * k)
@@ -224,3 +235,202 @@ def test_exec_handle_reuse_keeps_counts_apart(fake: FakeCupti, tmp_path: Path) -
     idx = json.loads((tmp_path / "index.json").read_text())
     assert [g["replays"] for g in idx["graphs"]] == [2, 1]
     assert idx["exit_code"] == 1
+
+
+# --------------------------------------------------------------------- crashes lose no graph
+# A stand-in `cupti` package for a real `cgtool record` child process: the fakes of this file, and a
+# writer thread slowed down to 0.3 s a graph, so that a graph is still queued when the program dies.
+_FAKE_PKG = """
+import importlib.util, os, sys, time
+spec = importlib.util.spec_from_file_location("_record_fake_test", {test_file!r})
+_t = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(_t)
+cupti = _t.FakeCupti()
+_t.install(cupti, setattr)
+from cgtool.capture.record import recorder as _r
+_orig = _r.Recorder._write_graph
+def _slow(self, *a):
+    time.sleep(0.3)
+    return _orig(self, *a)
+_r.Recorder._write_graph = _slow
+capture, replay = _t._capture, _t._replay
+"""
+
+_CRASHING = """
+import os, signal, sys, time
+from cupti import cupti as fake, capture, replay
+capture(fake, 100, [11, 12, 13], 5000)
+capture(fake, 200, [21, 22], 6000)
+for k in range(3):
+    replay(fake, 5000, 10 + 2 * k)
+replay(fake, 6000, 50)
+how = sys.argv[1]
+if how == "raise":
+    raise RuntimeError("deliberate crash")
+if how == "os_exit":
+    os._exit(7)
+if how == "sigterm":
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("how,code,index_code", [("raise", 1, 1), ("os_exit", 7, 7), ("sigterm", -15, 143)])
+def test_a_crash_after_two_graphs_keeps_both(tmp_path: Path, how: str, code: int, index_code: int) -> None:
+    """The program dies right after its second graph (an exception, os._exit, SIGTERM) while the
+    writer thread still holds both: the recording has both graphs, their replays and the exit code."""
+    import subprocess
+
+    pkg = tmp_path / "site" / "cupti"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(_FAKE_PKG.format(test_file=__file__))
+    prog = tmp_path / "prog.py"
+    prog.write_text(_CRASHING)
+    out = tmp_path / "rec"
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'site'}{os.pathsep}{root}", CGTOOL_RECORD_SUBSCRIBER="cupti-python")
+    env.pop("CGTOOL_RECORD_PARENT", None)
+    p = subprocess.run([sys.executable, "-m", "cgtool.capture.record._boot", "--out", str(out), "--", str(prog), how],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == code, p.stderr
+    idx = json.loads((out / "index.json").read_text())
+    assert idx["finished"] and idx["exit_code"] == index_code
+    assert [g["nodes"] for g in idx["graphs"]] == [3, 2]
+    assert [g["replays"] for g in idx["graphs"]] == [3, 1]
+    for g in idx["graphs"]:
+        doc = json.loads((out / g["file"]).read_text())
+        assert [n["source"]["file"] for n in doc["cgtool"]["nodes"]] == [__file__] * g["nodes"]
+        assert doc["cgtool"]["record"]["replays"] == g["replays"]
+
+
+# --------------------------------------------------------------------------- kernel coverage
+class _Kind(enum.IntEnum):
+    KERNEL = 3
+    CONCURRENT_KERNEL = 10
+    MEMCPY = 1
+    MEMSET = 2
+    RUNTIME = 5
+
+
+def test_coverage_sums_kernel_time_in_and_out_of_graphs(fake: FakeCupti, tmp_path: Path) -> None:
+    """--coverage: kernel records with a graph id count as inside replays, the rest outside."""
+    import random
+
+    from cgtool.capture.record.recorder import Recorder
+
+    fake.ActivityKind = _Kind  # type: ignore[attr-defined]
+    fake.activity_register_callbacks = lambda req, done: setattr(fake, "done", done)  # type: ignore[attr-defined]
+    fake.activity_enable = fake.activity_disable = lambda k: None  # type: ignore[attr-defined]
+    fake.activity_flush_all = lambda flag: None  # type: ignore[attr-defined]
+    t_first = 600_000  # the CUPTI clock when the first graph is instantiated
+    fake.get_timestamp = lambda: t_first  # type: ignore[attr-defined]
+    rec = Recorder(str(tmp_path), program=["prog.py"], coverage=True)
+    rec.start()
+    rng = random.Random(1)
+    recs = []
+    t = 0
+    fake.done([types.SimpleNamespace(kind=_Kind.CONCURRENT_KERNEL, start=1, end=11, graph_id=0,  # type: ignore[attr-defined]
+                                     correlation_id=1)])  # a buffer before any graph
+    _capture(fake, 100, [11, 12], 5000)  # exec graph id 5
+    for _ in range(500):
+        d = rng.randint(1, 5000)
+        gid = rng.choice([0, 0, 5, 9])  # 9: a graph instantiated while not recorded
+        kind = rng.choice([_Kind.CONCURRENT_KERNEL, _Kind.MEMCPY])
+        recs.append(types.SimpleNamespace(kind=kind, start=t, end=t + d, graph_id=gid, correlation_id=1))
+        t += d
+    fake.done(recs[:250])  # type: ignore[attr-defined]
+    fake.done(recs[250:])  # type: ignore[attr-defined]
+    rec.finish(0)
+    idx = json.loads((tmp_path / "index.json").read_text())
+    kernels = [r for r in recs if r.kind == _Kind.CONCURRENT_KERNEL]
+    in5 = sum(r.end - r.start for r in kernels if r.graph_id == 5)
+    in9 = sum(r.end - r.start for r in kernels if r.graph_id == 9)
+    out = sum(r.end - r.start for r in kernels if r.graph_id == 0) + 10  # + the one before any graph
+    cov = idx["coverage"]
+    assert cov["kernel_ns_in_graphs"] == in5 + in9 and cov["kernel_ns_outside_graphs"] == out
+    assert cov["kernel_ns_of_unrecorded_graphs"] == in9
+    assert cov["share_in_graphs"] == pytest.approx((in5 + in9) / (in5 + in9 + out))
+    assert cov["kernels_in_graphs"] + cov["kernels_outside_graphs"] == len(kernels) + 1
+    assert idx["graphs"][0]["kernel_ns"] == in5
+    after = sum(r.end - r.start for r in kernels if r.graph_id == 0 and r.start >= t_first)
+    assert 0 < after < out and cov["kernel_ns_outside_graphs_since_first_graph"] == after
+    assert cov["share_in_graphs_since_first_graph"] == pytest.approx((in5 + in9) / (in5 + in9 + after))
+    assert json.loads((tmp_path / "graph_000.json").read_text())["cgtool"]["record"]["kernel_ns"] == in5
+
+
+# ---------------------------------------------------------------------- record_function names
+def test_nodes_name_the_open_record_function_range(fake: FakeCupti, tmp_path: Path) -> None:
+    """A range class wrapped when its module is imported (after recording started) names the nodes
+    made inside it; nested ranges give the innermost; nodes outside any range get none."""
+    from cgtool.capture.record import attribution
+    from cgtool.capture.record.recorder import Recorder
+
+    mod_dir = tmp_path / "mods"
+    mod_dir.mkdir()
+    (mod_dir / "fake_profiler_mod.py").write_text(
+        "class record_function:\n"
+        "    def __init__(self, name):\n        self.name = name\n        self.entered = 0\n"
+        "    def __enter__(self):\n        self.entered += 1\n        return self\n"
+        "    def __exit__(self, *exc):\n        return False\n")
+    sys.path.insert(0, str(mod_dir))
+    try:
+        attribution.after_import("fake_profiler_mod", lambda m: attribution.wrap_record_function(m.record_function))
+        rec = Recorder(str(tmp_path / "rec"), program=["prog.py"])
+        os.makedirs(rec.out_dir)
+        rec.start()
+        import fake_profiler_mod as fp  # noqa: E402  (imported after recording began, as a program does)
+
+        fake.graphs[100] = [1, 2, 3]  # type: ignore[attr-defined]
+        fake.api(_Rt.cudaStreamBeginCapture_v10000, _Site.API_ENTER)
+        with fp.record_function("attn") as r:
+            fake.graph_event(_Res.GRAPHNODE_CREATED, graph=100, node=1)
+            with fp.record_function("softmax"):
+                fake.graph_event(_Res.GRAPHNODE_CREATED, graph=100, node=2)
+        fake.graph_event(_Res.GRAPHNODE_CREATED, graph=100, node=3)
+        assert r.entered == 1  # torch's own __enter__ still ran
+        fake.api(_Rt.cudaStreamEndCapture_v10000, _Site.API_EXIT)
+        fake.graph_event(_Res.GRAPHEXEC_CREATED, graph=100, exec_=5000)
+        rec.finish(0)
+    finally:
+        sys.path.remove(str(mod_dir))
+        sys.modules.pop("fake_profiler_mod", None)
+    doc = json.loads((tmp_path / "rec" / "graph_000.json").read_text())
+    assert [n["source"]["record_function"] for n in doc["cgtool"]["nodes"]] == ["attn", "softmax", None]
+    assert attribution.current_range() is None
+
+
+# --------------------------------------------------------------- `cgtool capture` bundles too
+def test_capture_exports_carry_the_same_source_blocks(fake: FakeCupti) -> None:
+    """NodeSources (used by `cgtool capture`/`export`/`trace`) attributes the nodes made while it is
+    on, in the export's node order, and says why when it could not."""
+    from cgtool.capture.node_sources import NodeSources
+
+    fake.graphs[100] = [13, 11, 12]  # type: ignore[attr-defined]  (export order differs from creation order)
+    lines = {}
+    with NodeSources() as s:
+        for h in (11, 12, 13):
+            lines[h] = sys._getframe().f_lineno + 1
+            fake.graph_event(_Res.GRAPHNODE_CREATED, graph=100, node=h)
+    fake.graph_event(_Res.GRAPHNODE_CREATED, graph=100, node=99)  # after the capture: not seen
+    assert fake.cb is None  # unsubscribed on exit
+    data: dict[str, Any] = {"nodes": [{}, {}, {}], "cgtool": {"nodes": [{}, {}, {}]}}
+    assert s.annotate(100, data) == 3
+    srcs = [e["source"] for e in data["cgtool"]["nodes"]]
+    assert [x["line"] for x in srcs] == [lines[13], lines[11], lines[12]]
+    assert all(x["file"] == __file__ and x["function"] == "test_capture_exports_carry_the_same_source_blocks"
+               for x in srcs)
+    assert data["cgtool"]["sources"]["nodes_with_source"] == 3
+    other: dict[str, Any] = {"cgtool": {"nodes": []}}
+    assert s.annotate(200, other) == 0 and other["cgtool"]["sources"]["from"] is None
+
+
+def test_capture_without_cupti_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cgtool.capture import _deps
+    from cgtool.capture.node_sources import NodeSources
+
+    monkeypatch.setattr(_deps, "optional_cupti", lambda: None)
+    with NodeSources() as s:
+        pass
+    data: dict[str, Any] = {"cgtool": {"nodes": [{}]}}
+    assert s.annotate(1, data) == 0
+    assert "cupti-python" in data["cgtool"]["sources"]["note"]

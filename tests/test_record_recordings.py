@@ -189,6 +189,9 @@ def test_crash_keeps_the_first_two_graphs_and_the_exit_code() -> None:
     assert [g["replays"] for g in rec.graphs] == res["replays"]
     lines = [{e["source"]["line"] for e in rec.graph_doc(g)["cgtool"]["nodes"]} for g in rec.graphs]
     assert lines == [{_marked_line("crash_after_two.py", "LINE_G1")}, {_marked_line("crash_after_two.py", "LINE_G2")}]
+    # the second graph was captured inside `with torch.profiler.record_function("second_graph")`
+    ranges = [{e["source"]["record_function"] for e in rec.graph_doc(g)["cgtool"]["nodes"]} for g in rec.graphs]
+    assert ranges == [{None}, {"second_graph"}]
 
 
 def test_no_graph_is_an_empty_index_and_exit_0() -> None:
@@ -208,13 +211,16 @@ def test_bad_input_recordings() -> None:
 
 
 def test_ranks_record_into_subfolders() -> None:
+    """server_runner.py under --nproc-per-node 2: each rank's graphs and replays in its own folder."""
     folder = _rec("ranks")
+    res = _result(folder)  # both ranks print the same counts
     recs = load_recordings(folder)
     assert [r.rank for r in recs] == [0, 1]
     for r in recs:
-        assert r.folder.name == f"rank{r.rank}"
-        assert [g["replays"] for g in r.graphs] == [3, 5]
-    assert _exit_code(folder) != 0  # both ranks crash; torchrun reports the failure
+        assert r.folder.name == f"rank{r.rank}" and r.index["rank"] == r.rank and r.index["world_size"] == 2
+        assert [g["replays"] for g in r.graphs] == [res["replays"][str(bs)] for bs in res["batch_sizes"]]
+        assert r.index["exit_code"] == 0
+    assert _exit_code(folder) == 0
 
 
 @pytest.mark.parametrize("name", ["server", "train", "compiled", "crash"])
@@ -233,3 +239,63 @@ def test_every_source_line_is_a_line_of_the_program(name: str) -> None:
             assert s["code"] == text[s["line"] - 1].strip()
             n += 1
     assert n > 0
+
+
+# ----------------------------------------------------------------------------------- coverage
+@pytest.mark.parametrize("name", ["server", "train", "compiled", "crash"])
+def test_kernel_coverage_agrees_with_the_program_and_the_trace(name: str) -> None:
+    """With --trace-replays the recorder sums kernel time in and out of graph replays over the run.
+    Per graph: kernels = replays x kernel nodes (replays from the program, nodes from the export),
+    and its kernel time per replay is what the trace's own replays took."""
+    folder = _rec(name)
+    (rec,) = load_recordings(folder)
+    cov = rec.index["coverage"]
+    per_replay: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    for e in _kernel_events(folder):
+        if e.get("cat") == "kernel":
+            per_replay[e["args"]["graph id"]][e["args"]["correlation"]] += e["dur"] * 1e3  # µs -> ns
+    for g in rec.graphs:
+        kernels = sum(n["node_type"] == "kernel" for n in rec.graph_doc(g)["nodes"])
+        assert g["kernels"] == g["replays"] * kernels
+        reps = per_replay.get(g["exec_graph_id"])
+        if reps and g["replays"]:
+            traced = sum(reps.values()) / len(reps)
+            assert g["kernel_ns"] / g["replays"] == pytest.approx(traced, rel=0.25)
+    assert cov["kernel_ns_in_graphs"] == sum(g["kernel_ns"] for g in rec.graphs) + cov["kernel_ns_of_unrecorded_graphs"]
+    total = cov["kernel_ns_in_graphs"] + cov["kernel_ns_outside_graphs"]
+    assert cov["share_in_graphs"] == pytest.approx(cov["kernel_ns_in_graphs"] / total)
+    assert cov["kernels_in_graphs"] == sum(g["kernels"] for g in rec.graphs)
+    # from the first graph on: the same graph time against a part of the time outside graphs
+    assert cov["kernels_outside_graphs_since_first_graph"] <= cov["kernels_outside_graphs"]
+    assert cov["share_in_graphs_since_first_graph"] == pytest.approx(
+        cov["kernel_ns_in_graphs"] / (cov["kernel_ns_in_graphs"] + cov["kernel_ns_outside_graphs_since_first_graph"]))
+    assert cov["share_in_graphs_since_first_graph"] >= cov["share_in_graphs"]
+
+
+# ------------------------------------------------------------------------ capture bundles too
+def test_capture_bundle_carries_source_lines() -> None:
+    """`cgtool capture sample_workloads/transformer_block.py` on the GPU machine: every node of its
+    export names a line of the workload file, with that line's text; `cgtool dot` labels show them."""
+    path = DATA / "capture_sources" / "graph.json.gz"
+    if not path.exists():
+        pytest.skip("no capture bundle (scripts/record_programs.sh makes it)")
+    doc = _json(path.with_suffix(""))
+    sample = Path(__file__).resolve().parents[1] / "sample_workloads" / "transformer_block.py"
+    text = sample.read_text().splitlines()
+    srcs = [e.get("source") for e in doc["cgtool"]["nodes"]]
+    assert srcs and all(s is not None for s in srcs)
+    for s in srcs:
+        assert Path(s["file"]).name == "transformer_block.py"
+        assert s["code"] == text[s["line"] - 1].strip()
+    assert doc["cgtool"]["sources"]["nodes_with_source"] == len(srcs)
+    calls = {s["call"] for s in srcs}
+    assert {"qkv", "proj", "fc1", "fc2"} <= calls  # the layers the block calls, by name
+
+
+def test_dot_of_a_capture_bundle_shows_the_lines(run_cli) -> None:  # type: ignore[no-untyped-def]
+    path = DATA / "capture_sources" / "graph.json.gz"
+    if not path.exists():
+        pytest.skip("no capture bundle")
+    code, out, err = run_cli("dot", str(path))
+    assert code == 0, err
+    assert "transformer_block.py:32 qkv (Linear)" in out

@@ -122,19 +122,24 @@ class Export:
 
 
 def graph_data(
-    raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto"
+    raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto",
+    with_environment: bool = True, handles_out: list[int] | None = None,
 ) -> dict[str, Any]:
     """The export of the template ``raw_graph`` as instantiated into ``raw_exec``.
 
     The result has exactly get_graph_data()'s keys, plus ``"cgtool"`` when ``with_meta``.
     ``id_source`` forces "driver" or "cupti" (for tests); "auto" prefers the driver.
     ``impl`` picks the per-node calls: "ctypes" (fast), "bindings" (cuda.bindings), "auto".
+    ``with_environment=False`` leaves ``cgtool.environment`` out (the recorder adds it off the
+    CUDA callback); ``handles_out`` receives the node handles, in the order of ``nodes``.
     """
-    return export(raw_graph, raw_exec, with_meta=with_meta, id_source=id_source, impl=impl).data
+    return export(raw_graph, raw_exec, with_meta=with_meta, id_source=id_source, impl=impl,
+                  with_environment=with_environment, handles_out=handles_out).data
 
 
 def export(
-    raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto"
+    raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto",
+    with_environment: bool = True, handles_out: list[int] | None = None,
 ) -> Export:
     """:func:`graph_data` with the node-type counts of the same pass."""
     # The export allocates a few containers per node and keeps them all: every cyclic-GC run it
@@ -143,13 +148,14 @@ def export(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _export(int(raw_graph), int(raw_exec), with_meta, id_source, impl)
+        return _export(int(raw_graph), int(raw_exec), with_meta, id_source, impl, with_environment, handles_out)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl: str) -> Export:
+def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl: str,
+            with_environment: bool, handles_out: list[int] | None) -> Export:
     rt, drv = require_bindings("Graph export")
     graph = rt.cudaGraph_t(init_value=raw_graph)
     t0 = time.perf_counter()
@@ -158,6 +164,8 @@ def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl
         raise CaptureError("The ctypes export path needs libcuda.so.1 with CUDA 12+ entry points.")
     nodes: list[Any] = [] if fast is not None else _get_nodes(rt, graph)  # cuda.bindings objects
     handles = fast.nodes(raw_graph) if fast is not None else [int(n) for n in nodes]
+    if handles_out is not None:
+        handles_out.extend(handles)
 
     def node_obj(i: int) -> Any:
         return nodes[i] if nodes else rt.cudaGraphNode_t(init_value=handles[i])
@@ -262,7 +270,7 @@ def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl
         out["cgtool"] = {
             "schema_version": SCHEMA_VERSION,
             "id_source": source,
-            "environment": environment(),
+            "environment": environment() if with_environment else {},
             "timings": {"export_s": export_s},
             "nodes": extras,
         }
@@ -340,6 +348,12 @@ def _bindings_kernel(drv: Any, h: int, funcs: dict[int, tuple[str | None, str | 
     return fn[0]
 
 
+@functools.lru_cache(maxsize=4096)
+def _demangled(kname: str) -> str:
+    # A graph launches the same few kernels many times; demangling is a C++ library call each.
+    return demangle(kname)
+
+
 def _func_name(drv: Any, f: int) -> str | None:
     if not f:
         return None
@@ -358,39 +372,51 @@ def _child_summary(rt: Any, node: Any) -> dict[str, Any]:
     return {"child_graph": {"nodes": len(inner), "note": "not expanded: child graph nodes are listed as one node"}}
 
 
-def environment() -> dict[str, Any]:
-    """The environment fingerprint recorded in every artifact (a copy of the process's one)."""
-    return dict(_environment())
+def environment(device: int | None = None) -> dict[str, Any]:
+    """The environment fingerprint recorded in every artifact (a copy of the process's one):
+    :func:`cuda_environment` and :func:`host_environment` together.
+
+    ``device``: the CUDA device index; the calling thread's current device when None.
+    """
+    import torch
+
+    dev = torch.cuda.current_device() if device is None else int(device)
+    return {**cuda_environment(dev), **host_environment()}
 
 
-@functools.lru_cache(maxsize=1)
-def _environment() -> dict[str, Any]:
-    # Computed once per process: NVML initialisation alone costs tens of milliseconds, and
-    # nothing here (CUDA_DEVICE_MAX_CONNECTIONS included) can change once CUDA has started.
+@functools.lru_cache(maxsize=8)
+def cuda_environment(dev: int) -> dict[str, Any]:
+    """What torch and the CUDA runtime say about device ``dev`` (CUDA calls: make them on the
+    thread that works on the device; ``cgtool record`` does, in its callback). Cached."""
     import torch
 
     rt, _ = require_bindings("Graph export")
-    dev = torch.cuda.current_device()
     props = torch.cuda.get_device_properties(dev)
     drv_ver = check(rt.cudaDriverGetVersion(), "cudaDriverGetVersion")
     rt_ver = check(rt.cudaRuntimeGetVersion(), "cudaRuntimeGetVersion")
-    cupti = optional_cupti()
-    env: dict[str, Any] = {
+    return {
         "cgtool": __version__,
         "torch": str(torch.__version__),
         "torch_cuda": None if torch.version.cuda is None else str(torch.version.cuda),
         "cuda_runtime": rt_ver,
         "cuda_driver": drv_ver,
-        "driver_version": _nvml_driver(),
         "device": str(props.name),
         "device_index": dev,
         "capability": list(torch.cuda.get_device_capability(dev)),
         "sm_count": int(props.multi_processor_count),
-        "cupti_python": _pkg_version("cupti-python") if cupti is not None else None,
-        "cuda_bindings": _pkg_version("cuda-bindings"),
         "CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
     }
-    return env
+
+
+@functools.lru_cache(maxsize=1)
+def host_environment() -> dict[str, Any]:
+    """The driver's version string (NVML) and the installed package versions: no CUDA call, so any
+    thread may ask. Cached: NVML initialisation alone costs tens of milliseconds."""
+    return {
+        "driver_version": _nvml_driver(),
+        "cupti_python": _pkg_version("cupti-python") if optional_cupti() is not None else None,
+        "cuda_bindings": _pkg_version("cuda-bindings"),
+    }
 
 
 def _pkg_version(name: str) -> str | None:

@@ -12,7 +12,7 @@ import linecache
 import threading
 import traceback
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator
 
@@ -106,11 +106,14 @@ class Captured:
     worst_output: str | None = None
     check_ok: bool | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    sources: Any = None  # capture.node_sources.NodeSources of the capture, when source lines were asked for
 
     def exports(self) -> list[tuple[str, dict[str, Any]]]:
         out = []
         for label, g in self.graphs:
             data = g.get_graph_data(with_meta=True)
+            if self.sources is not None:
+                self.sources.annotate(g.raw_cuda_graph(), data)
             data["cgtool"]["workload"] = self.target.spec
             data["cgtool"]["label"] = label
             from cgtool.capture import dist
@@ -200,13 +203,24 @@ def capture_workload(
     rtol: float = 1e-4,
     atol: float = 1e-5,
     capture_error_mode: str = "global",
+    sources: bool = False,
 ) -> Captured:
-    """Load ``target``, warm it up on a side stream, capture it and compare replay with eager."""
+    """Load ``target``, warm it up on a side stream, capture it and compare replay with eager.
+
+    ``sources``: attribute every node to the line of the workload that made it (CUPTI node
+    callbacks around the capture; the exports carry a ``source`` per node, as ``cgtool record``'s).
+    """
     setup = resolve(target, args)  # file/function errors first: they need no GPU to report
     torch = require_cuda("Capturing a workload")
-    step = call_setup(target, setup, args)
+    tracker: Any = None
+    if sources:
+        from cgtool.capture.node_sources import NodeSources
+
+        tracker = NodeSources()
+    with tracker if tracker is not None else nullcontext():
+        step = call_setup(target, setup, args)  # a setup that captures its own graphs does it here
     if isinstance(step, Precaptured):
-        cap = Captured(target, step.graphs, step.step, step.eager)
+        cap = Captured(target, step.graphs, step.step, step.eager, sources=tracker)
         if check and step.eager is not None:
             eager = snapshot(step.eager())
             got = snapshot(step.step())
@@ -232,8 +246,9 @@ def capture_workload(
 
     g = Graph(keep_graph=True, capture_error_mode=capture_error_mode)
     try:
-        with graph(g, stream=side, capture_error_mode=capture_error_mode):
-            static_out = step()
+        with tracker if tracker is not None else nullcontext():
+            with graph(g, stream=side, capture_error_mode=capture_error_mode):
+                static_out = step()
         g.instantiate()
     except Exception as e:
         raise CaptureFailed(diagnose(e, step, sync_sites), target.spec) from None
@@ -244,7 +259,7 @@ def capture_workload(
         d = Diagnosis(FailureCode.DEFAULT_STREAM if escaped else FailureCode.EMPTY_GRAPH, step_location(step),
                       detail="The step returned CUDA tensors but the graph holds no work." if escaped else "")
         raise CaptureFailed(d, target.spec)
-    cap = Captured(target, [("main", g)], g.replay, step)
+    cap = Captured(target, [("main", g)], g.replay, step, sources=tracker)
     cap.timings = {"warmup_s": warm_s, "capture_s": g.capture_s or 0.0, "instantiate_s": g.instantiate_s or 0.0}
     g.replay()
     torch.cuda.synchronize()

@@ -162,7 +162,8 @@ def record_trace(target: str, args: Sequence[str], output: str, *, replays: int 
     tgt = parse_target(target)
     if profiler is Profiler.CUPTI:
         require_cupti_python()
-    cap = capture_workload(tgt, list(args), warmup=warmup)
+    # Source lines come from CUPTI callbacks; torch.profiler's own CUPTI use is kept out of their way.
+    cap = capture_workload(tgt, list(args), warmup=warmup, sources=profiler is Profiler.CUPTI)
     graphs = [d for _, d in cap.exports()]
     rank = dist.rank() if dist.distributed() else None
     if profiler is Profiler.TORCH:

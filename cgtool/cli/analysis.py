@@ -11,7 +11,7 @@ from rich.text import Text
 
 from cgtool.cli._common import DEFAULT_MAX_BYTES, Force, JsonOut, MaxBytes, console_for, err, out, output_path, wrote
 from cgtool.errors import CheckFailed, UsageError
-from cgtool.inspect.deps import DEFAULT_TOLERANCE_US
+from cgtool.inspect import DEFAULT_TOLERANCE_US
 
 def _finite_tolerance(v: float) -> float:
     if not math.isfinite(v) or not 0 <= v <= 1e6:

@@ -54,7 +54,7 @@ def capture(
     dest = dist.rank_dir(output or Path("cgtool-out") / tgt.name)
     check_destination(dest, force)
     cap = capture_checked(tgt, list(ctx.args), allow_mismatch=allow_mismatch, warmup=warmup, check=check,
-                          rtol=rtol, atol=atol)
+                          rtol=rtol, atol=atol, sources=True)
     entries = write_bundle(cap, dest, force=force)
     rows = [bundle_row(dist.rank(), e.label, e.graph, analyze(e.graph), cap.check_ok, dest) for e in entries]
     if dist.distributed():
@@ -82,7 +82,7 @@ def export(
     from cgtool.errors import UsageError
 
     output_path(output, force)
-    cap = capture_workload(parse_target(target), list(ctx.args), warmup=warmup, check=False)
+    cap = capture_workload(parse_target(target), list(ctx.args), warmup=warmup, check=False, sources=True)
     exports = dict(cap.exports())
     pick = label or next(iter(exports))
     if pick not in exports:

@@ -12,10 +12,13 @@ from cgtool.cli._common import err
 
 _HELP = """Run a program unchanged and record every CUDA graph it instantiates.
 
-Write the program after `--`: `cgtool record -o rec -- python train.py --lr 3e-4` (or `-m module`).
-Each graph is written to OUT as soon as it is instantiated (export in get_graph_data()'s schema,
-with the source line of every node), with OUT/index.json listing them; a summary is printed at the
-end. The exit code is the program's own; 2 for bad usage, 3 when recording could not start
+Write the program after `--`: `cgtool record -o rec -- python train.py --lr 3e-4` (or `-m module`). \
+Each graph is written to OUT as soon as it is instantiated (export in get_graph_data()'s schema, \
+with the source line of every node), with OUT/index.json listing them; a summary is printed at the \
+end (graphs, replays, pools and memory, torch.compile's cudagraph skips, and with --coverage the \
+share of kernel time inside graph replays).
+
+The exit code is the program's own; 2 for bad usage, 3 when recording could not start \
 (cupti-python missing or CUPTI held by another profiler; the program is then not run)."""
 
 
@@ -28,6 +31,11 @@ def record(
                                                "channels) into OUT/trace.json.")] = 0,
     trace_skip: Annotated[int, typer.Option("--trace-skip", min=0,
                                             help="Replays of each graph left untraced first (warm-up).")] = 1,
+    coverage: Annotated[bool, typer.Option("--coverage",
+                                           help="Measure the share of the run's GPU kernel time spent inside graph "
+                                           "replays, over the run and from the first graph on (CUPTI kernel "
+                                           "records for the whole run: ~5% more wall time on the benchmark). On "
+                                           "with --trace-replays.")] = False,
     nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", min=1,
                                                 help="Start N ranks with torchrun; each records into OUT/rank<R>.")] = 1,
     nnodes: Annotated[Optional[str], typer.Option("--nnodes", help="Passed to torchrun.")] = None,
@@ -44,7 +52,7 @@ def record(
         if v is not None:
             tr += [flag, str(v)]
     spec = RecordSpec(program=program, out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip,
-                      nproc_per_node=nproc_per_node, torchrun_args=tr)
+                      coverage=coverage, nproc_per_node=nproc_per_node, torchrun_args=tr)
     code = run(spec)
     try:
         record_summary(err, load_recordings(out))

@@ -10,7 +10,7 @@ import typer
 
 from cgtool.cli._common import DEFAULT_MAX_BYTES, Force, MaxBytes, err, output_path, wrote
 from cgtool.errors import UsageError
-from cgtool.inspect.deps import DEFAULT_TOLERANCE_US
+from cgtool.inspect import DEFAULT_TOLERANCE_US
 from cgtool.report.fold import MAX_FOLD, MIN_FOLD
 from cgtool.text import plural
 

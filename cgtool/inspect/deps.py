@@ -31,13 +31,12 @@ import numpy as np
 from cgtool.errors import InvalidInputError
 from cgtool.artifacts.graph import GraphData, NodeType
 from cgtool.artifacts.names import demangle
-from cgtool.inspect import cost as costmod
+from cgtool.inspect import DEFAULT_TOLERANCE_US, cost as costmod  # the default is re-exported here
 from cgtool.inspect.match import Certainty, GraphModel, LaunchGroup, match_launches, prepare
 from cgtool.text import plural
 from cgtool.inspect.reach import Reachability, topological_order
 from cgtool.artifacts.trace import KINDS, Trace
 
-DEFAULT_TOLERANCE_US = 0.5
 
 
 class DepKind(str, Enum):

@@ -15,7 +15,8 @@ from cgtool.artifacts.ranks import rank_files
 from cgtool.artifacts.recording import graph_paths, is_single_recording, load_recordings, trace_path
 from cgtool.artifacts.trace import Trace, load_trace, load_trace_and_doc
 from cgtool.errors import UsageError
-from cgtool.inspect.deps import DEFAULT_TOLERANCE_US, DepsResult, analyze, graphs_from_trace, measured_path
+from cgtool.inspect import DEFAULT_TOLERANCE_US
+from cgtool.inspect.deps import DepsResult, analyze, graphs_from_trace, measured_path
 from cgtool.inspect.deps import node_lanes as deps_node_lanes
 
 if TYPE_CHECKING:  # imported where used: networkx, under topo, is not needed by `deps`

@@ -24,8 +24,8 @@ from cgtool.artifacts.trace import Trace, load_trace
 from cgtool.errors import InvalidInputError, UsageError
 from cgtool.inspect import topo
 from cgtool.inspect.benchstats import Judgement, compare_results
-from cgtool.inspect.deps import (DEFAULT_TOLERANCE_US, DepsResult, analyze, graph_events, graphs_from_trace,
-                                 measured_path)
+from cgtool.inspect import DEFAULT_TOLERANCE_US
+from cgtool.inspect.deps import DepsResult, analyze, graph_events, graphs_from_trace, measured_path
 
 _RANK = re.compile(r"rank[_-]?(\d+)")
 

@@ -58,6 +58,19 @@ def record_summary(con: Console, recs: list[Recording]) -> None:
                       f"code; {len(skips)} cudagraph skip(s)" + "".join(
                           f"\n  {_first_line(s['reason'])} ({_where_site(s['site'])})" for s in skips[:10]),
                       markup=False, highlight=False)
+        cov = idx.get("coverage") or {}
+        if cov.get("share_in_graphs") is not None:
+            con.print(f"coverage: {100 * float(cov['share_in_graphs']):.1f}% of the run's GPU kernel time was inside "
+                      f"graph replays ({int(cov.get('kernels_in_graphs') or 0)} kernels in graphs, "
+                      f"{int(cov.get('kernels_outside_graphs') or 0)} outside; "
+                      f"{_ms(int(cov.get('kernel_ns_in_graphs') or 0) / 1e9)} ms vs "
+                      f"{_ms(int(cov.get('kernel_ns_outside_graphs') or 0) / 1e9)} ms)"
+                      + (f"; {100 * float(cov['share_in_graphs_since_first_graph']):.1f}% from the first graph on "
+                         f"({int(cov.get('kernels_outside_graphs_since_first_graph') or 0)} kernels outside)"
+                         if cov.get("share_in_graphs_since_first_graph") is not None else "") + ".",
+                      markup=False, highlight=False)
+        elif "coverage" in idx and cov:
+            con.print("coverage: no kernel ran.", markup=False, highlight=False)
         if idx.get("trace"):
             con.print(f"trace: {r.folder / idx['trace']}", markup=False, highlight=False)
         if idx.get("recorder_errors"):

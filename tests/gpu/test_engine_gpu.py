@@ -305,6 +305,10 @@ def test_export_fast_path_equals_bindings_path(torch):
     assert fast["nodes"] == slow["nodes"] and fast["exec_graph_id"] == slow["exec_graph_id"]
     assert fast["cgtool"]["nodes"] == slow["cgtool"]["nodes"]
     assert {n["node_type"] for n in fast["nodes"]} >= {"kernel"}
+    from cgtool.capture import _fastcuda
+
+    edges = _fastcuda.load().edges(raw)  # the ctypes edge list itself, not a silent fallback
+    assert edges is not None and len(edges) == sum(len(n["dependents"]) for n in slow["nodes"]) > 0
 
 
 def _reference_export():

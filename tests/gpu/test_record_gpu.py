@@ -51,3 +51,27 @@ def test_server_replays_and_trace_join(tmp_path: Path) -> None:
     trace = json.loads((out / "trace.json").read_text())
     got = [e["args"]["graph node id"] for e in trace["traceEvents"] if e.get("cat") == "kernel"]
     assert got and all(i in ids for i in got)
+
+
+def test_capture_bundle_names_the_workload_lines(tmp_path: Path) -> None:
+    """`cgtool capture` bundles carry record's per-node source block: every kernel of the chain
+    sample comes from its `y.mul` or `y.add` line, and `cgtool dot` shows those lines."""
+    pytest.importorskip("cupti")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    sample = ROOT / "sample_workloads" / "chain.py"
+    out = tmp_path / "bundle"
+    p = subprocess.run([sys.executable, "-m", "cgtool", "capture", str(sample), "-o", str(out), "--", "--kernels",
+                        "20"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "graph.json").read_text())
+    text = sample.read_text().splitlines()
+    want = {i + 1: ln.strip() for i, ln in enumerate(text) if ln.strip() in ("y = y.mul(1.0001)", "y = y.add(0.0001)")}
+    kernels = [e for n, e in zip(doc["nodes"], doc["cgtool"]["nodes"]) if n["node_type"] == "kernel"]
+    assert len(kernels) == 20
+    for e in kernels:
+        s = e["source"]
+        assert Path(s["file"]) == sample and s["line"] in want and s["code"] == want[s["line"]]
+        assert s["call"] in ("y.mul", "y.add")
+    dot = subprocess.run([sys.executable, "-m", "cgtool", "dot", str(out / "graph.json")], capture_output=True,
+                         text=True, env=env, cwd=ROOT, timeout=120)
+    assert dot.returncode == 0 and f"chain.py:{min(want)}" in dot.stdout

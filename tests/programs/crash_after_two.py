@@ -1,4 +1,5 @@
-"""Captures two graphs, replays them, then dies with an exception (exit code 1)."""
+"""Captures two graphs (the second inside a record_function range), replays them, then dies with an
+exception (exit code 1)."""
 import json
 
 import torch
@@ -12,7 +13,8 @@ def main() -> None:
     with torch.cuda.graph(g1):
         y = torch.mm(x, x).relu()  # LINE_G1
     with torch.cuda.graph(g2):
-        z = (y * 2).sum()  # LINE_G2
+        with torch.profiler.record_function("second_graph"):  # names the nodes made inside it
+            z = (y * 2).sum()  # LINE_G2
     for _ in range(3):
         g1.replay()
     for _ in range(5):

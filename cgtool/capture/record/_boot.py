@@ -1,6 +1,6 @@
 """The child process of ``cgtool record``: subscribe to CUPTI, then run the program unchanged.
 
-    python -m cgtool.capture.record._boot --out DIR [--trace-replays K] [--trace-skip S] -- prog.py ARGS
+    python -m cgtool.capture.record._boot --out DIR [--trace-replays K] [--trace-skip S] [--coverage] -- prog.py ARGS
     python -m cgtool.capture.record._boot --out DIR -- -m module ARGS
 
 The program runs as ``__main__`` (runpy), with ``sys.argv`` and ``sys.path[0]`` as plain
@@ -10,22 +10,29 @@ printed as Python prints it and gives 1. Under torchrun (``RANK`` set) each rank
 
 When recording cannot start (cupti-python missing, CUPTI held by another profiler), nothing of
 the program runs: ``DIR/error.json`` holds the paragraph and exit code, for the parent to show.
+
+Only what is needed is imported before the program starts (the recorder, cupti-python); the
+recording's ``timeline`` holds wall-clock stamps of the phases, for the overhead benchmark.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import runpy
-import sys
-import traceback
+import time
+
+_BOOT_START = time.time()
+
+import json  # noqa: E402
+import os  # noqa: E402
+import runpy  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
 
 #: Exit code of this process when recording could not start and the program did not run.
 SETUP_FAILED = 3
 
 
-def _parse(argv: list[str]) -> tuple[str, int, int, list[str]]:
-    out, k, skip = "", 0, 1
+def _parse(argv: list[str]) -> tuple[str, int, int, bool, list[str]]:
+    out, k, skip, coverage = "", 0, 1, False
     i = 0
     while i < len(argv) and argv[i] != "--":
         a = argv[i]
@@ -38,9 +45,12 @@ def _parse(argv: list[str]) -> tuple[str, int, int, list[str]]:
         elif a == "--trace-skip":
             skip = int(argv[i + 1])
             i += 2
+        elif a == "--coverage":
+            coverage = True
+            i += 1
         else:
             raise SystemExit(f"cgtool record bootstrap: unknown option {a!r}")
-    return out, k, skip, argv[i + 1:]
+    return out, k, skip, coverage, argv[i + 1:]
 
 
 def _rank_dir(out: str) -> str:
@@ -61,20 +71,26 @@ def _setup_failed(out: str, message: str, code: int) -> None:
 
 
 def main(argv: list[str]) -> None:
-    out, k, skip, prog = _parse(argv)
+    out, k, skip, coverage, prog = _parse(argv)
     out = _rank_dir(out)
     if not prog:
         _setup_failed(out, "No program given to record.", 2)
-    from cgtool.capture.record.recorder import Recorder
+    from cgtool.capture.record import attribution
+    from cgtool.capture.record.recorder import Recorder, install_exit_guards
     from cgtool.errors import CgtoolError
 
-    rec = Recorder(out, trace_replays=k, trace_skip=skip, program=list(prog))
+    rec = Recorder(out, trace_replays=k, trace_skip=skip, coverage=coverage, program=list(prog))
+    rec.timeline["boot_start"] = _BOOT_START
     try:
         rec.start()
     except CgtoolError as e:
         _setup_failed(out, e.message, int(e.exit_code))
+    # runpy's frames and this one are not the program's: attribution stops where the program begins.
+    attribution.stop_at(runpy._run_code.__code__)  # type: ignore[attr-defined]
+    install_exit_guards(rec)
 
     code: int = 0
+    rec.timeline["program_start"] = time.time()
     try:
         if prog[0] == "-m":
             if len(prog) < 2:
@@ -102,6 +118,13 @@ def main(argv: list[str]) -> None:
         except Exception:
             pass
         rec.finish(code)
+    if os.environ.get("CGTOOL_RECORD_EXIT") == "fast":  # experiment: the cost of the interpreter's teardown
+        import atexit
+
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 

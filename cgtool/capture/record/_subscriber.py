@@ -63,6 +63,11 @@ class Layout:
         self.exec = off["graph_exec"]
 
 
+def read_ptr(addr: int) -> int:
+    """The pointer stored at ``addr`` (a field of a CUPTI struct), 0 for NULL."""
+    return ctypes.c_void_p.from_address(addr).value or 0
+
+
 def _mapped() -> list[str]:
     with open("/proc/self/maps") as f:
         return sorted({line.split()[-1] for line in f if "libcupti.so" in line})

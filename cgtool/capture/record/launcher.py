@@ -29,6 +29,7 @@ class RecordSpec:
     force: bool = False
     trace_replays: int = 0
     trace_skip: int = 1
+    coverage: bool = False  # kernel time in and out of graph replays (CUPTI kernel activity)
     nproc_per_node: int = 1
     torchrun_args: list[str] = field(default_factory=list)  # --nnodes, --node-rank, --rdzv-endpoint ...
 
@@ -84,6 +85,8 @@ def child_command(spec: RecordSpec) -> list[str]:
     boot = ["--out", str(spec.out)]
     if spec.trace_replays:
         boot += ["--trace-replays", str(spec.trace_replays), "--trace-skip", str(spec.trace_skip)]
+    if spec.coverage:
+        boot += ["--coverage"]
     boot += ["--"] + spec.program
     if spec.nproc_per_node > 1 or spec.torchrun_args:
         return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(spec.nproc_per_node),

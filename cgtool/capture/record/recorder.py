@@ -4,33 +4,44 @@ One CUPTI subscriber, with only these callbacks enabled (everything else stays o
 work pays nothing):
 
 * resource ``GRAPHNODE_CREATED`` / ``GRAPHNODE_CLONED``: the Python frames of the creating
-  code (live: CUPTI calls back in the thread that made the CUDA call), the nn.Module classes on
-  the stack, the autograd node when a backward pass runs;
-* resource ``GRAPHEXEC_CREATED``: the graph is exported at once (``capture/export.py``'s
-  ``graph_data``, ``get_graph_data()``'s schema, tools ids ``(exec_id << 32) | local id``) with
-  the attribution of every node, and written to the output folder with a new ``index.json``:
-  a crash later loses nothing recorded so far;
+  code as ``(code, lasti)`` pairs (live: CUPTI calls back in the thread that made the CUDA call),
+  the nn.Module classes on the stack, the autograd node when a backward pass runs, the open
+  ``record_function`` range;
+* resource ``GRAPHEXEC_CREATED``: the graph's topology is read at once (``capture/export.py``'s
+  ``graph_data``, ``get_graph_data()``'s schema, tools ids ``(exec_id << 32) | local id``): torch
+  destroys the template graph right after instantiating it. Everything else — turning frames into
+  source lines, the environment block, JSON encoding, the file and the new ``index.json`` — is
+  handed to a writer thread, which has the graph on disk milliseconds later. Every way out of the
+  program that runs Python (the end, an exception, ``sys.exit``, Ctrl-C, SIGTERM, ``os._exit``)
+  drains the writer first, so a crash later loses nothing recorded so far;
 * resource ``GRAPHEXEC_DESTROY_STARTING`` / ``GRAPH_DESTROY_STARTING``: handles are reused by
   the driver, so per-handle state is dropped;
 * runtime API ``cudaStreamBeginCapture*`` (the user stack at capture begin, reserved memory),
-  ``cudaStreamEndCapture*``, ``cudaGraphInstantiate*`` (timings) and ``cudaGraphLaunch*``
-  (replay counts; driver ``cuGraphLaunch*`` too, for programs that call the driver directly).
+  ``cudaStreamEndCapture*``, ``cudaGraphInstantiate*`` (timings); driver ``cuGraphLaunch*``
+  (replay counts: every runtime launch goes through it). With ``--trace-replays`` the runtime
+  ``cudaGraphLaunch*`` too, whose correlation ids the traced kernels carry.
 
 Pool identity is a torch allocator notion, invisible to CUDA: at ``GRAPHEXEC_CREATED`` the
 ``torch.cuda.CUDAGraph`` being ended is found among the locals of the frames on the stack
 (``torch.cuda.graph.__exit__`` holds it), and its ``pool()`` is recorded.
+
+With kernel activity on (``--coverage``, or ``--trace-replays``), CUPTI's kernel records give the
+share of the run's kernel time spent inside graph replays (records of graph kernels carry the
+exec graph id).
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
+import queue
+import signal
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from types import CodeType
+from typing import Any, Optional
 
 from cgtool.capture.record import _subscriber, attribution
 from cgtool.capture.record.attribution import RawFrame
@@ -39,17 +50,15 @@ from cgtool.errors import CaptureError, MissingExtraError
 RECORD_SCHEMA_VERSION = 1
 _LOW32 = 0xFFFFFFFF
 
+#: What the node callback keeps per node: the frames' code objects and ``f_lasti`` (innermost
+#: first), the innermost nn.Module class and its frame's index, the autograd node's name, the capturing thread's frames
+#: (when another thread made the node), the open record_function range.
+_NodeInfo = tuple[list[CodeType], list[int], Optional[type], int, Optional[str], Optional[list[RawFrame]],
+                  Optional[str]]
+
 
 class RecordSetupError(CaptureError):
     """Recording cannot start (CUPTI missing or held by another profiler); raised before the program runs."""
-
-
-@dataclass
-class _NodeInfo:
-    frames: list[RawFrame]
-    modules: list[str]
-    autograd_op: str | None
-    fallback: list[RawFrame] | None
 
 
 @dataclass
@@ -61,7 +70,6 @@ class _Capture:
     t_begin: float
     reserved_begin: int | None
     t_end: float | None = None
-    t_inst: float | None = None
 
 
 @dataclass
@@ -74,28 +82,34 @@ class GraphRecord:
     template_graph_id: int | None
     file: str
     nodes: int
-    label: str
-    captured_at: str | None
     capture_s: float | None
     instantiate_s: float | None
     export_s: float
     reserved_during_capture: int | None
     pool: list[int] | None
+    thread: int
+    since_start_s: float
+    label: str = ""
+    captured_at: str | None = None
+    compiled: str | None = None  # Inductor output code that ran inside the capture, if any
+    written: bool = False  # its file is on disk (the writer thread got to it)
     replays: int = 0
     traced_correlations: list[int] = field(default_factory=list)
-    thread: int = 0
-    compiled: str | None = None  # Inductor output code that ran inside the capture, if any
+    write_s: float | None = None  # the writer thread's time on it (sources, encoding, file)
 
 
 class Recorder:
     """Subscribes to CUPTI and writes every instantiated graph into ``out_dir``."""
 
-    def __init__(self, out_dir: str, *, trace_replays: int = 0, trace_skip: int = 1, program: list[str]) -> None:
+    def __init__(self, out_dir: str, *, trace_replays: int = 0, trace_skip: int = 1, coverage: bool = False,
+                 program: list[str]) -> None:
         self.out_dir = out_dir
         self.trace_replays = trace_replays
         self.trace_skip = trace_skip
+        self.coverage = coverage or trace_replays > 0  # kernel activity is on anyway when tracing
         self.program = program
         self.graphs: list[GraphRecord] = []
+        self.pid = os.getpid()
         self._by_exec: dict[int, GraphRecord] = {}
         self._nodes: dict[int, dict[int, _NodeInfo]] = {}  # template graph handle -> node handle -> info
         self._node_graph: dict[int, int] = {}
@@ -113,14 +127,36 @@ class Recorder:
         self.dropped = 0
         self._sub: Any = None
         self._cb_stats: dict[tuple[int, int], list[int]] = {}  # (domain, cbid) -> [calls, ns inside]
-        self._lite = bool(os.environ.get("CGTOOL_RECORD_LITE"))  # no module names / autograd op (overhead tests)
+        self._launch_callbacks = 0
+        # Overhead experiments (benchmarks/bench_record.py): LITE keeps frames but no module / autograd
+        # op; NOFRAMES keeps nothing per node (the cost floor of a node callback).
+        self._lite = bool(os.environ.get("CGTOOL_RECORD_LITE"))
+        self._noframes = bool(os.environ.get("CGTOOL_RECORD_NOFRAMES"))
         self._cupti: Any = None
         self._started = time.time()
         self._t0 = time.perf_counter()
+        self.timings: dict[str, float] = {}  # setup and finish phases, seconds
+        self.timeline: dict[str, float] = {}  # wall-clock stamps (time.time()) of the run's phases
+        self._docs: dict[int, dict[str, Any]] = {}
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._env: dict[str, Any] | None = None
+        self._cuda_env: dict[int, dict[str, Any]] = {}
+        self._site_cache: dict[Any, tuple[_NodeInfo, dict[str, Any]]] = {}
+        self._cov_graph_ns: dict[int, int] = {}
+        self._cov_graph_kernels: dict[int, int] = {}
+        self._cov_eager_ns = 0
+        self._cov_eager_kernels = 0
+        self._cov_eager_after_ns = 0  # outside graphs, started after the first graph was instantiated
+        self._cov_eager_after_kernels = 0
+        self._t_first_graph: int | None = None  # CUPTI timestamp (ns) of the first instantiation
+        self._torch: Any = None
+        self._finished = False
 
     # ------------------------------------------------------------------ setup
     def start(self) -> None:
         """Subscribe to CUPTI; :class:`RecordSetupError` when it cannot (before the program runs)."""
+        t0 = time.perf_counter()
         try:
             from cupti import cupti
         except Exception as e:  # ImportError, or a libcupti mismatch raised at load time
@@ -129,9 +165,11 @@ class Recorder:
                 detail=f"cupti-python, which could not be loaded ({type(e).__name__}: {e}); take the version "
                 "that matches your CUDA's CUPTI, e.g. `pip install 'cupti-python==13.0.*'` for CUDA 13.0",
             ) from None
+        t1 = time.perf_counter()
+        self.timings["import_cupti_s"] = t1 - t0
         self._cupti = cupti
         self._L = _subscriber.Layout(cupti)
-        from cgtool.capture import _fastcuda, export  # noqa: F401  (loaded now, not in the first callback)
+        from cgtool.capture import export  # noqa: F401  (now, not inside the first graph's callback)
 
         how = os.environ.get("CGTOOL_RECORD_SUBSCRIBER", "ctypes")
         try:
@@ -155,6 +193,8 @@ class Recorder:
                 "CGTOOL_RECORD_SUBSCRIBER=cupti-python to use cupti-python's own subscribe (slower "
                 "capture). The program was not started."
             ) from None
+        t2 = time.perf_counter()
+        self.timings["subscribe_s"] = t2 - t1
         R = cupti.CallbackIdResource
         D = cupti.CallbackDomain
         self._D_RES, self._D_RT, self._D_DRV = int(D.RESOURCE), int(D.RUNTIME_API), int(D.DRIVER_API)
@@ -168,9 +208,15 @@ class Recorder:
         self._rt_begin: set[int] = set()
         self._rt_end: set[int] = set()
         self._rt_inst: set[int] = set()
+        # Replays are counted on the driver's cuGraphLaunch, which every runtime launch calls: one
+        # callback pair per replay instead of two. The runtime launch callbacks are on only when
+        # tracing, for the correlation ids the traced kernels carry.
+        prefixes = [("cudaStreamBeginCapture", self._rt_begin), ("cudaStreamEndCapture", self._rt_end),
+                    ("cudaGraphInstantiate", self._rt_inst)]
+        if self.trace_replays > 0:
+            prefixes.append(("cudaGraphLaunch", self._rt_launch))
         for name, v in cupti.runtime_api_trace_cbid.__members__.items():
-            for prefix, bucket in (("cudaGraphLaunch", self._rt_launch), ("cudaStreamBeginCapture", self._rt_begin),
-                                   ("cudaStreamEndCapture", self._rt_end), ("cudaGraphInstantiate", self._rt_inst)):
+            for prefix, bucket in prefixes:
                 if name.startswith(prefix):
                     bucket.add(int(v))
                     self._sub.enable(self._D_RT, int(v))
@@ -179,10 +225,18 @@ class Recorder:
             if name.startswith("cuGraphLaunch"):
                 self._drv_launch.add(int(v))
                 self._sub.enable(self._D_DRV, int(v))
-        if self.trace_replays > 0:
+        self._site_off, self._params_off, self._corr_off = self._L.site, self._L.params, self._L.corr
+        t3 = time.perf_counter()
+        self.timings["enable_callbacks_s"] = t3 - t2
+        if self.coverage:
             self._start_activity()
+        self.timings["activity_s"] = time.perf_counter() - t3
         self._install_skip_handler()
-        self.write_index(finished=False)
+        attribution.track_ranges()
+        self._writer = threading.Thread(target=self._write_loop, name="cgtool-record-writer", daemon=True)
+        self._writer.start()
+        self._queue.put(("index",))
+        self.timings["start_s"] = time.perf_counter() - t0
 
     def _start_activity(self) -> None:
         from cgtool.capture import cupti_trace
@@ -190,35 +244,61 @@ class Recorder:
         cupti = self._cupti
         cupti_trace.cupti_was_used = True
         K = self._K = cupti.ActivityKind
-        self._kinds = [K.CONCURRENT_KERNEL, K.MEMCPY, K.MEMSET, K.RUNTIME]
+        self._kinds = [K.CONCURRENT_KERNEL]
+        if self.trace_replays > 0:
+            self._kinds += [K.MEMCPY, K.MEMSET, K.RUNTIME]
         cupti.activity_register_callbacks(lambda: (8 * 1024 * 1024, 0), self._buffer_completed)
         for k in self._kinds:
             cupti.activity_enable(k)
 
     def _buffer_completed(self, activities: list[Any]) -> None:
-        """Keep the records of the chosen replays only: a whole run's kernels would not fit."""
+        """Sum kernel time in and out of graphs; keep the records of the traced replays only (a
+        whole run's kernels would not fit)."""
         from cgtool.capture.cupti_trace import _gpu_record
 
         K = self._K
         traced = self._traced
+        tracing = self.trace_replays > 0
+        kern, kern2 = int(K.CONCURRENT_KERNEL), int(K.KERNEL)
+        in_graph, in_graph_n = self._cov_graph_ns, self._cov_graph_kernels
+        eager_ns = eager_n = after_ns = after_n = 0
+        t_first = self._t_first_graph
         for a in activities:
             kind = int(a.kind)
-            if kind in (K.CONCURRENT_KERNEL, K.KERNEL, K.MEMCPY, K.MEMSET):
-                if a.correlation_id not in traced:
-                    continue
-                if kind == K.MEMCPY or kind == K.MEMSET:
-                    is_copy = kind == K.MEMCPY
-                    rec = _gpu_record(a, "memcpy" if is_copy else "memset", "Memcpy" if is_copy else "Memset")
-                    rec["bytes"] = a.bytes
+            if kind == kern or kind == kern2:
+                gid = a.graph_id
+                d = a.end - a.start
+                if gid:
+                    in_graph[gid] = in_graph.get(gid, 0) + d
+                    in_graph_n[gid] = in_graph_n.get(gid, 0) + 1
                 else:
+                    eager_ns += d
+                    eager_n += 1
+                    if t_first is not None and a.start >= t_first:
+                        after_ns += d
+                        after_n += 1
+                if tracing and a.correlation_id in traced:
                     rec = _gpu_record(a, "kernel", a.name)
                     rec["grid"] = [a.grid_x, a.grid_y, a.grid_z]
                     rec["block"] = [a.block_x, a.block_y, a.block_z]
+                    self.records.append(rec)
+            elif not tracing:
+                continue
+            elif kind == K.MEMCPY or kind == K.MEMSET:
+                if a.correlation_id not in traced:
+                    continue
+                is_copy = kind == K.MEMCPY
+                rec = _gpu_record(a, "memcpy" if is_copy else "memset", "Memcpy" if is_copy else "Memset")
+                rec["bytes"] = a.bytes
                 self.records.append(rec)
             elif kind == K.RUNTIME and a.correlation_id in traced:
                 self.records.append({"kind": "launch", "name": "cudaGraphLaunch", "start": a.start, "end": a.end,
                                      "correlation": a.correlation_id, "process": a.process_id,
                                      "thread": a.thread_id})
+        self._cov_eager_ns += eager_ns
+        self._cov_eager_kernels += eager_n
+        self._cov_eager_after_ns += after_ns
+        self._cov_eager_after_kernels += after_n
 
     def _install_skip_handler(self) -> None:
         """Collect torch.compile's "skipping cudagraphs due to ..." messages (its log keeps printing them)."""
@@ -241,16 +321,22 @@ class Recorder:
 
     # -------------------------------------------------------------- callbacks
     def _callback(self, domain: int, cbid: int, ptr: int) -> None:
+        if domain == self._D_DRV:  # graph launches, the hot path: count and leave
+            self._launch_callbacks += 1
+            try:
+                if (cbid in self._drv_launch and _i32(ptr + self._site_off) == self._ENTER
+                        and threading.get_ident() not in self._in_rt_launch):
+                    self._launch(ptr)
+            except Exception as e:
+                if len(self.errors) < 20:
+                    self.errors.append(f"{type(e).__name__}: {e}")
+            return
         t0 = time.perf_counter_ns()
         try:
             if domain == self._D_RES:
                 self._resource(cbid, ptr)
             elif domain == self._D_RT:
                 self._runtime(cbid, ptr)
-            elif domain == self._D_DRV:
-                if cbid in self._drv_launch and threading.get_ident() not in self._in_rt_launch:
-                    if _i32(ptr + self._L.site) == self._ENTER:
-                        self._launch(ptr)
         except Exception as e:  # never let a recorder bug kill the user's program
             if len(self.errors) < 20:
                 self.errors.append(f"{type(e).__name__}: {e}")
@@ -266,7 +352,10 @@ class Recorder:
         desc = _ptr(ptr + L.desc)
         if cbid == self._R_NODE:
             graph, node = _ptr(desc + L.graph), _ptr(desc + L.node)
-            self._nodes.setdefault(graph, {})[node] = self._node_info()
+            nodes = self._nodes.get(graph)
+            if nodes is None:
+                nodes = self._nodes[graph] = {}
+            nodes[node] = self._node_info()
             self._node_graph[node] = graph
         elif cbid == self._R_CLONE:
             graph, node, orig = _ptr(desc + L.graph), _ptr(desc + L.node), _ptr(desc + L.orig_node)
@@ -287,28 +376,34 @@ class Recorder:
                 self._node_graph.pop(n, None)
 
     def _node_info(self) -> _NodeInfo:
+        """The minimum, on the thread making the node: raw frames and objects, named later."""
+        if self._noframes:
+            return [], [], None, -1, None, None, None
         f = _caller_frame()
-        tid = threading.get_ident()
         fallback = None
-        autograd_op = None
-        if tid != self._main:
+        tid = threading.get_ident()
+        if tid != self._main and self._captures:
             # backward may run in autograd's own thread: the user line is in the thread capturing
-            cap = self._last_capture_any()
-            if cap is not None and cap.thread != tid:
+            cap = next(iter(self._captures.values()))
+            if cap.thread != tid:
                 fallback = attribution.grab(sys._current_frames().get(cap.thread))
+        rf = attribution.current_range()
+        codes, lastis, module, module_index = attribution.grab_node(f)
         if self._lite:
-            return _NodeInfo(attribution.grab(f), [], None, fallback)
-        if "torch" in sys.modules:
-            autograd_op = _autograd_node_name()
-        return _NodeInfo(attribution.grab(f), attribution.module_names(f), autograd_op, fallback)
-
-    def _last_capture_any(self) -> _Capture | None:
-        if self._captures:
-            return next(iter(self._captures.values()))
-        return None
+            return codes, lastis, None, -1, None, fallback, rf
+        autograd_op = None
+        torch = self._torch or sys.modules.get("torch")
+        if torch is not None:
+            self._torch = torch
+            try:
+                n = torch._C._current_autograd_node()
+                autograd_op = None if n is None else str(n.name())
+            except Exception:
+                pass
+        return codes, lastis, module, module_index, autograd_op, fallback, rf
 
     def _runtime(self, cbid: int, ptr: int) -> None:
-        enter = _i32(ptr + self._L.site) == self._ENTER
+        enter = _i32(ptr + self._site_off) == self._ENTER
         tid = threading.get_ident()
         if cbid in self._rt_launch:
             if enter:
@@ -319,7 +414,7 @@ class Recorder:
         elif cbid in self._rt_begin:
             if enter:
                 self._captures[tid] = _Capture(tid, attribution.grab(_caller_frame()), time.perf_counter(),
-                                               _reserved())
+                                               self._reserved())
         elif cbid in self._rt_end:
             if not enter:
                 cap = self._captures.pop(tid, None)
@@ -338,7 +433,7 @@ class Recorder:
                 self._sub.enable(self._D_RES, self._R_CLONE, True)
 
     def _launch(self, ptr: int) -> None:
-        params = _ptr(ptr + self._L.params)
+        params = _ptr(ptr + self._params_off)
         if not params:
             return
         h = _ptr(params)  # first parameter of cudaGraphLaunch / cuGraphLaunch: the graph exec
@@ -347,74 +442,163 @@ class Recorder:
         if self.trace_replays > 0 and self.trace_skip < n <= self.trace_skip + self.trace_replays:
             rec = self._by_exec.get(h)
             if rec is not None:
-                corr = ctypes.c_uint32.from_address(ptr + self._L.corr).value
+                corr = ctypes.c_uint32.from_address(ptr + self._corr_off).value
                 self._traced.add(corr)
                 rec.traced_correlations.append(corr)
 
+    def _reserved(self) -> int | None:
+        """Bytes torch's allocator holds on the current device (its stats' ``reserved_bytes``)."""
+        torch = self._torch or sys.modules.get("torch")
+        if torch is None:
+            return None
+        self._torch = torch
+        try:
+            # torch.cuda.memory_reserved() flattens every allocator statistic into a new dict in
+            # Python first; this reads the one number from torch's nested stats.
+            return int(torch._C._cuda_memoryStats(torch._C._cuda_getDevice())["reserved_bytes"]["all"]["current"])
+        except Exception:
+            try:
+                return int(torch.cuda.memory_reserved())
+            except Exception:
+                return None
+
     # ------------------------------------------------------------ exec created
     def _exec_created(self, graph: int, exec_: int) -> None:
-        from cgtool.capture import _fastcuda
+        """On the instantiating thread: what must be read while the template and the stack are alive."""
         from cgtool.capture.export import graph_data
 
         t_inst_end = time.perf_counter()
         tid = threading.get_ident()
         cap = self._last_capture.pop(tid, None)
         t_inst0 = self._inst_start.pop(tid, None)
-        reserved_now = _reserved()
-        data = graph_data(graph, exec_)
-        exec_id = int(data["exec_graph_id"])
-        fast = _fastcuda.load()
-        handles = fast.nodes(graph) if fast is not None else []
-        infos = self._nodes.get(graph, {})
-        extras: list[dict[str, Any]] = data["cgtool"]["nodes"]
-        sources: list[dict[str, Any] | None] = []
-        for i, node in enumerate(data["nodes"]):
-            info = infos.get(handles[i]) if i < len(handles) else None
-            site = (attribution.resolve(info.frames, modules=info.modules, autograd_op=info.autograd_op,
-                                        fallback=info.fallback) if info is not None else None)
-            src = site.to_json() if site is not None else None
-            sources.append(src)
-            if i < len(extras) and src is not None:
-                extras[i]["source"] = src
-        begin_frames = cap.frames if cap is not None else attribution.grab(_caller_frame())
-        begin = attribution.resolve(begin_frames)
-        pool = _pool_on_stack(_caller_frame())
-        compiled = next((s["generated"] for s in sources if s and s.get("generated")), None)
-        seq = len(self.graphs)
-        where = f"{os.path.basename(begin.file)}:{begin.line}" if begin.file else "?"
-        rec = GraphRecord(
-            seq=seq,
-            exec_handle=exec_,
-            exec_graph_id=exec_id,
-            template_graph_id=_safe(lambda: int(self._cupti.get_graph_id(graph))),
-            file=f"graph_{seq:03d}.json",
-            nodes=len(data["nodes"]),
-            label=f"#{seq} {where}",
-            captured_at=f"{begin.file}:{begin.line}" if begin.file else None,
-            capture_s=(cap.t_end - cap.t_begin) if cap is not None and cap.t_end is not None else None,
-            instantiate_s=(t_inst_end - t_inst0) if t_inst0 is not None else None,
-            export_s=float(data["cgtool"]["timings"]["export_s"]),
-            reserved_during_capture=(reserved_now - cap.reserved_begin)
-            if cap is not None and cap.reserved_begin is not None and reserved_now is not None else None,
-            pool=pool,
-            thread=tid,
-            compiled=compiled.rsplit(":", 1)[0] if compiled else None,
-        )
-        data["cgtool"]["record"] = self._graph_meta(rec, begin)
-        timings = data["cgtool"]["timings"]
-        timings["capture_s"] = rec.capture_s
-        timings["instantiate_s"] = rec.instantiate_s
-        self._docs = getattr(self, "_docs", {})
-        self._docs[seq] = data
+        reserved_now = self._reserved()
+        if self.coverage and self._t_first_graph is None:
+            try:  # the clock of CUPTI's activity records: splits the run at its first graph
+                self._t_first_graph = int(self._cupti.get_timestamp())
+            except Exception:
+                pass
+        handles: list[int] = []
+        data = graph_data(graph, exec_, with_environment=False, handles_out=handles)
+        infos = dict(self._nodes.get(graph, {}))
+        caller = _caller_frame()
+        pool = _pool_on_stack(caller)
+        begin_frames = cap.frames if cap is not None else attribution.grab(caller)
+        device = None
+        torch = self._torch
+        if torch is not None:
+            try:
+                device = int(torch._C._cuda_getDevice())
+            except Exception:
+                pass
+        if device is not None and device not in self._cuda_env:
+            # CUDA calls stay on this thread: the writer makes none (one there could wait on a driver
+            # lock this thread holds while this thread waits for the writer's GIL), and a call from
+            # another thread can invalidate a capture running here in "global" mode.
+            try:
+                from cgtool.capture.export import cuda_environment
+
+                self._cuda_env[device] = cuda_environment(device)
+            except Exception as e:
+                self._cuda_env[device] = {"error": f"{type(e).__name__}: {e}"}
         with self._lock:
+            seq = len(self.graphs)
+            rec = GraphRecord(
+                seq=seq,
+                exec_handle=exec_,
+                exec_graph_id=int(data["exec_graph_id"]),
+                template_graph_id=_safe(lambda: int(self._cupti.get_graph_id(graph))),
+                file=f"graph_{seq:03d}.json",
+                nodes=len(data["nodes"]),
+                capture_s=(cap.t_end - cap.t_begin) if cap is not None and cap.t_end is not None else None,
+                instantiate_s=(t_inst_end - t_inst0) if t_inst0 is not None else None,
+                export_s=float(data["cgtool"]["timings"]["export_s"]),
+                reserved_during_capture=(reserved_now - cap.reserved_begin)
+                if cap is not None and cap.reserved_begin is not None and reserved_now is not None else None,
+                pool=pool,
+                thread=tid,
+                since_start_s=time.perf_counter() - self._t0,
+            )
             self.graphs.append(rec)
             self._by_exec[exec_] = rec
             self._launch_counts[exec_] = 0
-            _write_json(os.path.join(self.out_dir, rec.file), data)
-            self.write_index(finished=False)
+        self._queue.put(("graph", rec, data, handles, infos, begin_frames, device))
 
-    def _graph_meta(self, rec: GraphRecord, begin: attribution.Site) -> dict[str, Any]:
-        return {
+    # ------------------------------------------------------------------ writer
+    def _write_loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            try:
+                if job[0] == "graph":
+                    self._write_graph(*job[1:])
+                elif job[0] == "index":
+                    self.write_index(finished=False)
+                elif job[0] == "flush":
+                    job[1].set()
+            except Exception as e:  # a failed write is reported in the index, the program goes on
+                if len(self.errors) < 20:
+                    self.errors.append(f"writer: {type(e).__name__}: {e}")
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until every graph handed to the writer is on disk (False on timeout or no writer)."""
+        w = self._writer
+        if w is None or not w.is_alive() or os.getpid() != self.pid or threading.current_thread() is w:
+            return False
+        done = threading.Event()
+        self._queue.put(("flush", done))
+        return done.wait(timeout)
+
+    def _environment(self, device: int | None) -> dict[str, Any]:
+        """The export's environment block: the CUDA part read in the callback, the host part here."""
+        if self._env is None:
+            try:
+                from cgtool.capture.export import host_environment
+
+                self._env = dict(host_environment())
+            except Exception as e:
+                self._env = {"host_error": f"{type(e).__name__}: {e}"}
+        cuda = self._cuda_env.get(device, {}) if device is not None else {}
+        return {**cuda, **self._env}
+
+    def _site(self, info: _NodeInfo) -> dict[str, Any]:
+        codes, lastis, module, module_index, op, fallback, rf = info
+        # Nodes made from the same lines (a layer loop) share frames: resolve each stack once.
+        key = (tuple(map(id, codes)), tuple(lastis), id(module), module_index, op, rf) if fallback is None else None
+        if key is not None:
+            hit = self._site_cache.get(key)
+            if hit is not None:
+                return hit[1]
+        site = attribution.resolve(list(zip(codes, lastis)), modules=[module.__name__] if module else None,
+                                   autograd_op=op, fallback=fallback, record_function=rf,
+                                   module_index=module_index).to_json()
+        if key is not None:
+            if len(self._site_cache) > 50_000:
+                self._site_cache.clear()
+            self._site_cache[key] = (info, site)  # the info keeps the code objects, so their ids stay theirs
+        return site
+
+    def _write_graph(self, rec: GraphRecord, data: dict[str, Any], handles: list[int], infos: dict[int, _NodeInfo],
+                     begin_frames: list[RawFrame], device: int | None) -> None:
+        t0 = time.perf_counter()
+        meta = data["cgtool"]
+        meta["environment"] = self._environment(device)
+        extras: list[dict[str, Any]] = meta["nodes"]
+        compiled = None
+        for i, h in enumerate(handles):
+            info = infos.get(h)
+            if info is None or i >= len(extras):
+                continue
+            src = self._site(info)
+            extras[i]["source"] = src
+            if compiled is None and src.get("generated"):
+                compiled = str(src["generated"]).rsplit(":", 1)[0]
+        begin = attribution.resolve(begin_frames)
+        where = f"{os.path.basename(begin.file)}:{begin.line}" if begin.file else "?"
+        rec.label = f"#{rec.seq} {where}"
+        rec.captured_at = f"{begin.file}:{begin.line}" if begin.file else None
+        rec.compiled = compiled
+        meta["record"] = {
             "label": rec.label,
             "seq": rec.seq,
             "captured_at": begin.to_json(),
@@ -424,16 +608,27 @@ class Recorder:
             "replays": rec.replays,
             "compiled_code": rec.compiled,
             "thread": "main" if rec.thread == self._main else rec.thread,
-            "time_since_start_s": time.perf_counter() - self._t0,
+            "time_since_start_s": rec.since_start_s,
         }
+        timings = meta["timings"]
+        timings["capture_s"] = rec.capture_s
+        timings["instantiate_s"] = rec.instantiate_s
+        _write_json(os.path.join(self.out_dir, rec.file), data)
+        self._docs[rec.seq] = data
+        rec.write_s = time.perf_counter() - t0
+        rec.written = True
+        self.write_index(finished=False)
 
     # ------------------------------------------------------------------ finish
     def finish(self, exit_code: int | None) -> None:
-        """Unsubscribe, write final replay counts, the memory ledger, the trace and index.json."""
-        cupti = self._cupti
-        if cupti is None:
+        """Unsubscribe, drain the writer, write final replay counts, the ledger, the trace and index.json."""
+        if self._finished or os.getpid() != self.pid:
             return
-        if self.trace_replays > 0:
+        self._finished = True
+        t0 = time.perf_counter()
+        self.timeline["program_end"] = time.time()
+        cupti = self._cupti
+        if cupti is not None and self.coverage:
             try:
                 cupti.activity_flush_all(1)
                 for k in self._kinds:
@@ -441,33 +636,73 @@ class Recorder:
                 cupti.activity_flush_all(1)
             except Exception as e:
                 self.errors.append(f"activity flush: {e}")
-        try:
-            self._sub.unsubscribe()
-        except Exception:
-            pass
+        if self._sub is not None:
+            try:
+                self._sub.unsubscribe()
+            except Exception:
+                pass
         self._cupti = None
-        for h, rec in self._by_exec.items():
-            rec.replays = self._launch_counts.get(h, 0)
+        t1 = time.perf_counter()
+        w = self._writer
+        if w is not None and w.is_alive() and threading.current_thread() is not w:
+            self._queue.put(None)
+            w.join(60)
+        t2 = time.perf_counter()
+        with self._lock:
+            for h, rec in list(self._by_exec.items()):
+                rec.replays = self._launch_counts.get(h, 0)
         ledger = self.ledger()
-        docs = getattr(self, "_docs", {})
-        for rec in self.graphs:
-            doc = docs.get(rec.seq)
-            if doc is not None:
+        t3 = time.perf_counter()
+        for rec in list(self.graphs):
+            doc = self._docs.get(rec.seq)
+            if doc is None:
+                continue
+            if self.coverage:
+                doc["cgtool"]["record"]["kernel_ns"] = self._cov_graph_ns.get(rec.exec_graph_id, 0)
+            if doc["cgtool"]["record"]["replays"] != rec.replays or self.coverage:
                 doc["cgtool"]["record"]["replays"] = rec.replays
                 _write_json(os.path.join(self.out_dir, rec.file), doc)
         trace_file = None
         if self.trace_replays > 0:
-            trace_file = self._write_trace([docs[r.seq] for r in self.graphs if r.seq in docs])
+            trace_file = self._write_trace([self._docs[r.seq] for r in self.graphs if r.seq in self._docs])
+        t4 = time.perf_counter()
+        self.timings.update(finish_unsubscribe_s=t1 - t0, finish_drain_writer_s=t2 - t1, finish_ledger_s=t3 - t2,
+                            finish_rewrite_s=t4 - t3)
+        self.timeline["finish_end"] = time.time()
         self.write_index(finished=True, exit_code=exit_code, ledger=ledger, trace=trace_file)
+        self.timings["finish_s"] = time.perf_counter() - t0
+
+    def coverage_summary(self) -> dict[str, Any] | None:
+        """Kernel time inside graph replays against all kernel time (summed durations, ns)."""
+        if not self.coverage:
+            return None
+        graph_ns = sum(self._cov_graph_ns.values())
+        total = graph_ns + self._cov_eager_ns
+        since = graph_ns + self._cov_eager_after_ns
+        known = {r.exec_graph_id for r in self.graphs}
+        return {
+            "kernel_ns_in_graphs": graph_ns,
+            "kernel_ns_outside_graphs": self._cov_eager_ns,
+            "kernels_in_graphs": sum(self._cov_graph_kernels.values()),
+            "kernels_outside_graphs": self._cov_eager_kernels,
+            "share_in_graphs": graph_ns / total if total else None,
+            # warm-up, compilation and autotuning run before the first graph: the steady state after it
+            "kernel_ns_outside_graphs_since_first_graph": self._cov_eager_after_ns,
+            "kernels_outside_graphs_since_first_graph": self._cov_eager_after_kernels,
+            "share_in_graphs_since_first_graph": graph_ns / since if since and self._t_first_graph is not None
+            else None,
+            "kernel_ns_of_unrecorded_graphs": sum(v for k, v in self._cov_graph_ns.items() if k not in known),
+            "note": "summed durations of CUPTI kernel records over the whole run (kernels on concurrent streams "
+                    "are counted in full each); memcpy and memset work is not included",
+        }
 
     def ledger(self) -> dict[str, Any]:
         """Bytes reserved per pool (torch's allocator segments) and per graph, against the peak."""
+        torch = sys.modules.get("torch")  # a program that never imported torch has no pools to report
         try:
-            import torch
-
-            if not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+            if torch is None or not torch.cuda.is_initialized():
                 return {}
-            segs = torch.cuda.memory_snapshot()  # type: ignore[no-untyped-call]
+            segs = torch.cuda.memory_snapshot()
             peak = int(torch.cuda.max_memory_reserved())
             reserved = int(torch.cuda.memory_reserved())
         except Exception as e:
@@ -510,19 +745,28 @@ class Recorder:
 
     def write_index(self, *, finished: bool, exit_code: int | None = None, ledger: dict[str, Any] | None = None,
                     trace: str | None = None) -> None:
-        counts = self._launch_counts
+        with self._lock:
+            recs = [r for r in self.graphs if r.written]
+            live = {h: r for h, r in self._by_exec.items()}
+            counts = dict(self._launch_counts)
+        cov = self.coverage_summary() if finished else None
         graphs = []
-        for r in self.graphs:
-            live = self._by_exec.get(r.exec_handle) is r
-            graphs.append({
+        for r in recs:
+            g = {
                 "label": r.label, "file": r.file, "exec_graph_id": r.exec_graph_id,
                 "template_graph_id": r.template_graph_id, "nodes": r.nodes, "captured_at": r.captured_at,
                 "capture_s": r.capture_s, "instantiate_s": r.instantiate_s, "export_s": r.export_s,
+                "write_s": r.write_s,
                 "reserved_during_capture": r.reserved_during_capture,
                 "pool": None if r.pool is None else f"{r.pool[0]},{r.pool[1]}",
-                "replays": counts.get(r.exec_handle, 0) if live else r.replays,
+                "replays": counts.get(r.exec_handle, 0) if live.get(r.exec_handle) is r else r.replays,
                 "traced_replays": len(r.traced_correlations), "compiled_code": r.compiled,
-            })
+            }
+            if cov is not None:
+                g["kernel_ns"] = self._cov_graph_ns.get(r.exec_graph_id, 0)
+                g["kernels"] = self._cov_graph_kernels.get(r.exec_graph_id, 0)
+            graphs.append(g)
+        stats = dict(self._cb_stats)
         doc: dict[str, Any] = {
             "cgtool_record": RECORD_SCHEMA_VERSION,
             "program": self.program,
@@ -532,23 +776,60 @@ class Recorder:
             "rank": _env_int("RANK"),
             "world_size": _env_int("WORLD_SIZE"),
             "graphs": graphs,
-            "compile": {"cudagraph_skips": self.skips,
+            "compile": {"cudagraph_skips": list(self.skips),
                         "graphs_from_compiled_code": [g["label"] for g in graphs if g["compiled_code"]]},
+            "coverage": cov,
             "ledger": ledger,
             "trace": trace,
-            "recorder_errors": self.errors,
+            "recorder_errors": list(self.errors),
             "subscriber": getattr(self, "subscriber", None),
             "callback_stats": {f"{d}/{c}": {"calls": v[0], "s_inside": v[1] / 1e9}
-                               for (d, c), v in sorted(self._cb_stats.items())},
+                               for (d, c), v in sorted(stats.items())},
+            "launch_callbacks": self._launch_callbacks,
+            "recorder_timings": dict(self.timings),
+            "timeline": dict(self.timeline),
             "layout": getattr(getattr(self, "_L", None), "offsets", None),
         }
         _write_json(os.path.join(self.out_dir, "index.json"), doc)
 
 
+def install_exit_guards(rec: Recorder) -> None:
+    """Drain the writer on the ways out of a program that skip the boot's ``finally``.
+
+    ``os._exit`` (finishes the recording with the code given); SIGTERM while its handler is the
+    default one (finishes, then dies of the signal as it would have). Fatal signals (SIGKILL,
+    SIGSEGV) cannot be caught: at most the graphs of the last milliseconds are lost then.
+    """
+    real_exit = os._exit
+
+    def _exit(code: int) -> None:
+        if os.getpid() == rec.pid:
+            try:
+                rec.finish(code)
+            except BaseException:
+                pass
+        real_exit(code)
+
+    os._exit = _exit  # type: ignore[assignment]
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        def _term(signum: int, frame: Any) -> None:
+            try:
+                rec.finish(128 + signum)
+            finally:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        signal.signal(signal.SIGTERM, _term)
+
+
 def _write_json(path: str, doc: Any) -> None:
+    # msgspec's encoder: a graph's export is written while the program runs, and json.dump (which
+    # encodes in Python, chunk by chunk, when writing to a file) took milliseconds per graph.
+    import msgspec
+
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, separators=(",", ":"))
+    with open(tmp, "wb") as f:
+        f.write(msgspec.json.encode(doc))
     os.replace(tmp, path)
 
 
@@ -560,10 +841,13 @@ def _i32(addr: int) -> int:
     return ctypes.c_int.from_address(addr).value
 
 
+_OWN = (__file__, _subscriber.__file__)
+
+
 def _caller_frame() -> Any:
     """The innermost frame that is not the recorder's (or the subscriber's) own."""
     f: Any = sys._getframe(1)
-    own = (__file__, _subscriber.__file__)
+    own = _OWN
     while f is not None and f.f_code.co_filename in own:
         f = f.f_back
     return f
@@ -581,29 +865,20 @@ def _safe(fn: Any) -> Any:
         return None
 
 
-def _reserved() -> int | None:
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
+def _pool_of(g: Any) -> list[int] | None:
     try:
-        return int(torch.cuda.memory_reserved())
-    except Exception:
-        return None
-
-
-def _autograd_node_name() -> str | None:
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
-    try:
-        n = torch._C._current_autograd_node()
-        return None if n is None else str(n.name())
+        return [int(x) for x in g.pool()]
     except Exception:
         return None
 
 
 def _pool_on_stack(frame: Any, depth: int = 12) -> list[int] | None:
-    """The pool of the torch.cuda.CUDAGraph being ended, from the locals of the frames on the stack."""
+    """The pool of the torch.cuda.CUDAGraph being ended, from the locals of the frames on the stack.
+
+    First ``torch.cuda.graph.__exit__`` (every torch capture helper goes through it: cudagraph
+    trees, make_graphed_callables, ``with torch.cuda.graph``), whose ``self.cuda_graph`` it is;
+    then any local of the innermost frames that is one (``g.capture_end()`` called directly).
+    """
     torch = sys.modules.get("torch")
     if torch is None:
         return None
@@ -614,12 +889,24 @@ def _pool_on_stack(frame: Any, depth: int = 12) -> list[int] | None:
     for _ in range(depth):
         if f is None:
             break
-        for v in list(f.f_locals.values()):
-            g = v if isinstance(v, CG) else getattr(v, "cuda_graph", None)
+        code = f.f_code
+        if code.co_name == "__exit__" and code.co_filename.endswith("graphs.py"):
+            g = getattr(f.f_locals.get("self"), "cuda_graph", None)
             if isinstance(g, CG):
+                return _pool_of(g)
+        f = f.f_back
+    f = frame
+    for _ in range(depth):
+        if f is None:
+            break
+        for v in list(f.f_locals.values()):
+            g = v if isinstance(v, CG) else None
+            if g is None and not isinstance(v, type):
                 try:
-                    return [int(x) for x in g.pool()]
+                    g = v.__dict__.get("cuda_graph") if hasattr(v, "__dict__") else None
                 except Exception:
-                    return None
+                    g = None
+            if isinstance(g, CG):
+                return _pool_of(g)
         f = f.f_back
     return None
