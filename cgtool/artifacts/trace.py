@@ -134,7 +134,7 @@ class _EventK(_EventT, gc=False):
 class _EventKS(_EventK, gc=False):
     """The fast path with launch shapes (see _decode_chunk)."""
 
-    args: Union[_ShapedArgs, None] = None  # type: ignore[assignment]
+    args: Union[_ShapedArgs, None] = None
 
 
 class _Outer(msgspec.Struct, gc=False):
