@@ -183,6 +183,7 @@ PHASES = [
     ("read (read_bytes / block reader)", "cgtool.artifacts.trace", "read_bytes", 1),
     ("msgspec outer decode", "cgtool.artifacts.trace", "_outer", 1),
     ("msgspec chunk decode (typed)", "cgtool.artifacts.trace", "_chunk_known", 1),
+    ("msgspec chunk decode (typed, with shapes)", "cgtool.artifacts.trace", "_chunk_known_shaped", 1),
     ("msgspec chunk decode (fallback)", "cgtool.artifacts.trace", "_chunk_typed", 1),
     ("msgspec shape decode", "cgtool.artifacts.trace", "_shape_chunk", 1),
     ("per-event shape decode", "cgtool.artifacts.trace", "_shape_of", 1),

@@ -126,3 +126,44 @@ def test_a_second_traceevents_key_is_read_as_the_whole_document_reader_reads_it(
     monkeypatch.setattr(T, "WINDOW", 256)
     t = T.load_trace(p)
     assert len(t) == 1 and t.n_events == 1 and math.isclose(float(t.start[0]), 50.0)
+
+
+def shape_key(grid: list, block: list) -> int:
+    """launch_shape, computed here from its definition (a mixed-radix code of grid and block)."""
+    key = 1
+    for v in (*grid, *block):
+        key = (key * 1_000_003 + v) % (1 << 62)
+    return key or 1
+
+
+def test_launch_shapes_read_in_the_first_pass_are_the_second_passes(tmp_path, monkeypatch):
+    """Events without node ids carry their launch shapes into the columns; once a chunk had such
+    events, the next chunks decode the shapes with the args (one pass). Chunks with a malformed
+    shape somewhere, or events with node ids, give what the per-event reading gives."""
+    evs, want = [], []
+    for k in range(400):
+        e = kernel(k, grid=[k % 5 + 1, 1, 1], block=[128, 1, 1], **{"shared memory": 16 * (k % 4)})
+        if k % 9 == 0:
+            e["cat"], e["name"] = "gpu_memcpy", "Memcpy HtoD"
+            e["args"] = {"device": 0, "stream": 7, "correlation": 1 + k // 10, "bytes": 1000 + k}
+        if k % 50 == 17:
+            e["args"]["grid"] = "bad"  # malformed: unknown shape for this event, the chunk read event by event
+        if 200 <= k < 230:
+            e["args"]["graph node id"] = (3 << 32) | k  # with a node id: no shape kept
+        evs.append(e)
+        a = e["args"]
+        if "graph node id" in a or a.get("grid") == "bad":  # a malformed value: the event's shape args unknown
+            want.append((0, -1, -1))
+        elif e["cat"] == "gpu_memcpy":
+            want.append((0, -1, a["bytes"]))
+        else:
+            want.append((shape_key(a["grid"], a["block"]), a["shared memory"], -1))
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": evs}, indent=1))
+    monkeypatch.setattr(T, "WINDOW", 2000)
+    shaped = []
+    real = T._columnize
+    monkeypatch.setattr(T, "_columnize", lambda evs, blob, acc, sh=False: shaped.append(sh) or real(evs, blob, acc, sh))
+    t = T.load_trace(p)
+    assert list(zip(t.shape.tolist(), t.shared_memory.tolist(), t.nbytes.tolist())) == want
+    assert any(shaped) and not all(shaped)

@@ -83,6 +83,16 @@ class _ShapeEvent(msgspec.Struct, gc=False):
     args: Union[_ShapeArgs, None] = None
 
 
+class _ShapedArgs(_Args, gc=False):
+    """_Args and _ShapeArgs in one, for a chunk whose shapes are decoded in the first pass (see
+    _decode_chunk): one decode of the chunk instead of two."""
+
+    grid: Union[tuple[int, ...], None] = None
+    block: Union[tuple[int, ...], None] = None
+    shared_memory: _Int64 = msgspec.field(name="shared memory", default=-1)
+    nbytes: _Int64 = msgspec.field(name="bytes", default=-1)
+
+
 _shape_event = msgspec.json.Decoder(_ShapeEvent)
 _shape_chunk = msgspec.json.Decoder(list[_ShapeEvent])
 _raw_chunk = msgspec.json.Decoder(list[msgspec.Raw])
@@ -121,6 +131,12 @@ class _EventK(_EventT, gc=False):
     cat: _KnownCat = ""
 
 
+class _EventKS(_EventK, gc=False):
+    """The fast path with launch shapes (see _decode_chunk)."""
+
+    args: Union[_ShapedArgs, None] = None
+
+
 class _Outer(msgspec.Struct, gc=False):
     traceEvents: list[msgspec.Raw]
     cgtool: msgspec.Raw = msgspec.Raw(b"null")
@@ -130,6 +146,7 @@ _outer = msgspec.json.Decoder(_Outer)
 _chunk = msgspec.json.Decoder(list[_Event])
 _chunk_typed = msgspec.json.Decoder(list[_EventT])
 _chunk_known = msgspec.json.Decoder(list[_EventK])
+_chunk_known_shaped = msgspec.json.Decoder(list[_EventKS])
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
 _args = msgspec.json.Decoder(_Args)
 
@@ -368,7 +385,8 @@ def _decode_span(buf: Any, s: int, e: int, acc: "_Acc") -> None:
     mv = memoryview(buf)
     blob = mv[s - 1:e + 1]
     try:
-        _columnize(_decode_chunk(blob, acc.n, acc.src), blob, acc)
+        evs, shaped = _decode_chunk(blob, acc.n, acc.src, acc.shaped)
+        _columnize(evs, blob, acc, shaped)
     finally:
         buf[s - 1], buf[e] = saved
         try:  # released so that the buffer can grow again (an error's traceback may still hold views)
@@ -378,14 +396,21 @@ def _decode_span(buf: Any, s: int, e: int, acc: "_Acc") -> None:
             pass
 
 
-def _decode_chunk(blob: Any, lo: int, src: str) -> list[Any]:
-    """Typed events of one chunk; args decoded in the same pass when every event's args fit."""
+def _decode_chunk(blob: Any, lo: int, src: str, shaped: bool = False) -> tuple[list[Any], bool]:
+    """Typed events of one chunk; args decoded in the same pass when every event's args fit, and
+    with ``shaped`` (the previous chunk had GPU events without node ids) their launch shapes too.
+    Returns the events and whether their args hold the shapes."""
+    if shaped:
+        try:
+            return _chunk_known_shaped.decode(blob), True
+        except msgspec.ValidationError:
+            pass  # as below, or a malformed shape (read event by event by _shape_args)
     try:
-        return _chunk_known.decode(blob)
+        return _chunk_known.decode(blob), False
     except msgspec.ValidationError:
         pass  # an unknown category, or args of other types
     try:
-        return _chunk_typed.decode(blob)
+        return _chunk_typed.decode(blob), False
     except msgspec.ValidationError:
         pass  # some event (not necessarily a GPU one) has args of other types: decode lazily
     try:
@@ -402,7 +427,7 @@ def _decode_chunk(blob: Any, lo: int, src: str) -> list[Any]:
                 raise _bad(src, _event_error(err, ev.args, lo + k, "args") +
                            f" ({ev.cat} {ev.name[:40]!r}). Record the trace again.") from None
         out.append(_EventT(ev.ph, ev.cat, ev.name, ev.ts, ev.dur, args))
-    return out
+    return out, False
 
 
 _PATH = re.compile(r"""\.([A-Za-z_][A-Za-z_0-9]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]""")
@@ -478,6 +503,7 @@ class _Acc:
         self.ct_names: list[str] = []
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _COLS}
         self.shapes = _ShapeKeys()
+        self.shaped = False  # the last chunk had GPU events without node ids: decode shapes with the args
         self.n = 0  # events seen: the traceEvents index of the next one
 
     def columns(self) -> dict[str, np.ndarray]:
@@ -491,7 +517,7 @@ class _Acc:
         return out
 
 
-def _columnize(evs: list[Any], blob: Any, acc: _Acc) -> None:
+def _columnize(evs: list[Any], blob: Any, acc: _Acc, shaped: bool = False) -> None:
     """The GPU events of one decoded chunk into ``acc``'s columns, and its graph launches.
 
     Hand-written for speed, measured by benchmarks/bench_deps.py: every per-event step is one
@@ -562,8 +588,10 @@ def _columnize(evs: list[Any], blob: Any, acc: _Acc) -> None:
         p["ctype"].append(np.fromiter((_ctype(a.channel_type, acc.ct_names) for a in args), np.int64, n))
     shape, smem, nbytes = np.zeros(n, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64)
     need = np.flatnonzero(cols["nid"] < 0)  # no node id: matched by shape
+    acc.shaped = bool(len(need))
     if len(need):
-        sargs = _shape_args(blob, gi[need].tolist())
+        # args of GPU events are all given here (an event without any failed the stream check)
+        sargs = list(map(args.__getitem__, need.tolist())) if shaped else _shape_args(blob, gi[need].tolist())
         shape[need] = np.fromiter(map(acc.shapes.__getitem__, zip(map(_GRID, sargs), map(_BLOCK, sargs))),
                                   np.int64, len(need))
         smem[need] = np.fromiter(map(_SMEM, sargs), np.int64, len(need))

@@ -21,6 +21,7 @@ inferred-unique, inferred-invariant, or undecided with the number of consistent 
 from __future__ import annotations
 
 import functools
+import operator
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -895,9 +896,9 @@ def _inferred_waits(prepared: dict[int, _G], m: _Matched, start: np.ndarray, end
     f = np.flatnonzero(found >= 0)
     qb, qa = late[f], found[f]
     full = _gpu_was_full_many(qb, order, bounds, replay, ready, start, end, cover)
-    for x in (start[qb[full]] - ready[qb[full]]).tolist():
-        full_gpu[0] += 1
-        full_gpu[1] += x
+    waited = (start[qb[full]] - ready[qb[full]]).tolist()
+    full_gpu[0] += len(waited)
+    full_gpu[1] = functools.reduce(operator.add, waited, full_gpu[1])  # one at a time, in order (as a loop adds)
     kb, ka_ = qb[~full], qa[~full]
     if not len(kb):
         return [], (empty, empty, empty)
@@ -936,16 +937,23 @@ def _gpu_was_full_many(b: np.ndarray, order: np.ndarray, bounds: np.ndarray, rep
     q = np.flatnonzero(ok)
     if not len(q):
         return out
+    # The queries by decreasing replay size: those still live at step j are a prefix (slices, not
+    # gathers). Each query's terms are still added one at a time in the order of its replay's items.
+    n_all = bounds[r[q] + 1] - bounds[r[q]]
+    q = q[np.argsort(-n_all, kind="stable")]
     bq, rq = b[q], r[q]
     lo, n = bounds[rq], bounds[rq + 1] - bounds[rq]
     t_lo, t_hi = ready[bq], start[bq]
     tot = np.zeros(len(q))
-    for j in range(int(n.max())):
-        live = np.flatnonzero(j < n)
-        item = order[lo[live] + j]
-        ov = np.minimum(end[item], t_hi[live]) - np.maximum(start[item], t_lo[live])
-        add = (ov > 0) & (item != bq[live])
-        tot[live[add]] += cover[item[add]] * ov[add]
+    live = len(q)
+    for j in range(int(n[0])):
+        while n[live - 1] <= j:
+            live -= 1
+        item = order[lo[:live] + j]
+        ov = np.minimum(end[item], t_hi[:live])
+        ov -= np.maximum(start[item], t_lo[:live])
+        add = (ov > 0) & (item != bq[:live])
+        tot[:live][add] += cover[item[add]] * ov[add]
     out[q] = tot / (t_hi - t_lo) > 1.0
     return out
 
