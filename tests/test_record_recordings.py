@@ -299,3 +299,23 @@ def test_dot_of_a_capture_bundle_shows_the_lines(run_cli) -> None:  # type: igno
     code, out, err = run_cli("dot", str(path))
     assert code == 0, err
     assert "transformer_block.py:32 qkv (Linear)" in out
+
+
+@pytest.mark.parametrize("name", ["server", "train", "compiled", "crash"])
+def test_topo_of_a_recording_weights_exactly_the_traced_graphs(name: str) -> None:
+    """`cgtool topo DIR`: a graph with events in the trace gets its measured critical path; one the
+    trace never saw (cudagraph trees' empty warm-up graph, never replayed) stays static, and the
+    recording is read rather than refused as a mismatched pair."""
+    from cgtool.inspect.files import topo_of_recording
+
+    folder = _rec(name)
+    traced = {e["args"]["graph id"] for e in _kernel_events(folder)}  # read from the raw events
+    topos = topo_of_recording(folder)
+    assert len(topos) == len(_graphs(folder))
+    for fname, (g, t) in topos.items():
+        if g.exec_graph_id in traced:
+            assert t.critical_path_us is not None and t.critical_path_us > 0, fname
+        else:
+            assert t.critical_path_us is None, fname
+    if name == "compiled":  # the case this guards: a graph of the recording missing from the trace
+        assert any(g.exec_graph_id not in traced for g, _ in topos.values())

@@ -244,6 +244,10 @@ class Trace:
     def has_graph_ids(self) -> bool:
         return bool(len(self.graph_id)) and bool((self.graph_id > 0).any())
 
+    def graph_ids(self) -> list[int]:
+        """The exec graph ids the trace's events carry (empty without node ids), ascending."""
+        return [int(x) for x in np.unique(self.graph_id[self.graph_id > 0])]
+
     @property
     def tracer_overhead(self) -> TracerOverhead | None:
         """What the tracer measured tracing to cost (traces of ``cgtool trace`` since issue 18)."""

@@ -64,10 +64,14 @@ def topo_of_recording(folder: Path, trace: Path | None = None, *,
     (rec,) = load_recordings(folder)
     t_path = trace or trace_path(rec)
     tr = load_trace(t_path, max_bytes=max_bytes) if t_path else None
+    traced = set(tr.graph_ids()) if tr is not None and tr.has_graph_ids else None
     out = {}
     for p in graph_paths(rec):
         g = GraphData.load(p, max_bytes=max_bytes)
-        out[p.name] = (g, topo.analyze(g, measured=measured_path(tr, g) if tr is not None else None))
+        # A graph the program never replayed after the trace's warm-up has no events: static only.
+        in_trace = tr is not None and (traced is None or g.exec_graph_id in traced)
+        measured = measured_path(tr, g) if tr is not None and in_trace else None
+        out[p.name] = (g, topo.analyze(g, measured=measured))
     return out
 
 

@@ -308,7 +308,9 @@ def test_export_fast_path_equals_bindings_path(torch):
     from cgtool.capture import _fastcuda
 
     edges = _fastcuda.load().edges(raw)  # the ctypes edge list itself, not a silent fallback
-    assert edges is not None and len(edges) == sum(len(n["dependents"]) for n in slow["nodes"]) > 0
+    assert edges is not None
+    frm, to = edges
+    assert len(frm) == len(to) == sum(len(n["dependents"]) for n in slow["nodes"]) > 0
 
 
 def _reference_export():
