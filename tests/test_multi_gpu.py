@@ -1,6 +1,7 @@
 """Per-rank outputs of a 2-GPU torchrun run (tests/data/tp_mlp_2gpu, recorded on two H200s with
 `--nproc-per-node 2`): grouping by rank, per-rank analysis, and the rank helpers."""
 
+import gzip
 import json
 import shutil
 
@@ -98,3 +99,23 @@ def test_rank_helpers(monkeypatch):
     assert dist.strip_option(["capture", "w.py", "--nproc-per-node", "2", "-o", "x"], "--nproc-per-node") == \
         ["capture", "w.py", "-o", "x"]
     assert dist.strip_option(["--nproc-per-node=2", "a"], "--nproc-per-node") == ["a"]
+
+
+def test_deps_over_rank_folders_shows_each_ranks_tracer_overhead(run_cli, data_dir, tmp_path):
+    """A rank whose trace carries the tracer's measured overhead gets it in its report and JSON;
+    the rank without one gets none (the figure is per trace, never borrowed from another rank)."""
+    src = data_dir / "tp_mlp_2gpu" / "traces"
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    doc = json.loads(gzip.decompress((src / "trace.rank0.json.gz").read_bytes()))
+    doc.setdefault("cgtool", {})["tracer_overhead"] = {
+        "untraced_replay_us": 400.0, "traced_replay_us": 520.0, "items_per_replay": 400, "per_item_us": 0.3}
+    (folder / "trace.rank0.json").write_text(json.dumps(doc))
+    shutil.copy(src / "trace.rank1.json.gz", folder / "trace.rank1.json.gz")
+    out = tmp_path / "d.json"
+    rc, text, err = run_cli("deps", folder, "--json", out)
+    assert rc == 0, err
+    ranks = json.loads(out.read_text())["ranks"]
+    assert ranks["0"]["tracer_overhead"]["traced_replay_us"] == 520.0
+    assert "tracer_overhead" not in ranks["1"]
+    assert text.count("tracer overhead") == 1 and "1.30x" in text  # 520 / 400, in rank 0's table only

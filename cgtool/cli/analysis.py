@@ -55,21 +55,27 @@ def deps(
 
 def _deps_ranks(folder: Path, json_out: Optional[Path], tolerance_us: float, top: int, force: bool,
                 max_bytes: int | None) -> int:
+    from dataclasses import asdict
+
     from cgtool.artifacts.jsonio import write_json
     from cgtool.inspect.files import deps_of_ranks
     from cgtool.report.summary_md import append_step_summary, deps_summary_md
-    from cgtool.report.tables import deps_ranks_table, deps_report, show
+    from cgtool.report.tables import deps_ranks_table, deps_report, show, tracer_note
 
     con = console_for(json_out)
     ranks = deps_of_ranks(folder, tolerance_us=tolerance_us, max_bytes=max_bytes)
-    for r, (p, res) in ranks.items():
-        con.rule(Text(f"rank {r}: {p}"))
-        deps_report(con, res, top=top)
-    results = {r: res for r, (_, res) in ranks.items()}
+    for r, rd in ranks.items():
+        con.rule(Text(f"rank {r}: {rd.path}"))
+        deps_report(con, rd.result, top=top, sources=rd.sources, overhead=rd.overhead)
+    results = {r: rd.result for r, rd in ranks.items()}
     show(con, deps_ranks_table(results))
     if json_out is not None:
-        write_json(json_out, {"schema_version": 1, "ranks": {str(r): res.to_json() for r, res in results.items()}},
-                   force=force)
+        docs = {}
+        for r, rd in ranks.items():
+            docs[str(r)] = rd.result.to_json()
+            if rd.overhead is not None:
+                docs[str(r)]["tracer_overhead"] = {**asdict(rd.overhead), "note": tracer_note(rd.overhead, rd.result)}
+        write_json(json_out, {"schema_version": 1, "ranks": docs}, force=force)
     append_step_summary(deps_summary_md({f"rank {r}": res for r, res in results.items()}))
     return sum(res.n_fake for res in results.values())
 

@@ -13,7 +13,7 @@ from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
 from cgtool.artifacts.ranks import rank_files
 from cgtool.artifacts.recording import graph_paths, is_single_recording, load_recordings, trace_path
-from cgtool.artifacts.trace import Trace, load_trace, load_trace_and_doc
+from cgtool.artifacts.trace import Trace, TracerOverhead, load_trace, load_trace_and_doc
 from cgtool.errors import UsageError
 from cgtool.inspect import DEFAULT_TOLERANCE_US
 from cgtool.inspect.deps import DepsResult, analyze, graphs_from_trace, measured_path
@@ -75,11 +75,26 @@ def topo_of_recording(folder: Path, trace: Path | None = None, *,
     return out
 
 
+@dataclass
+class RankDeps:
+    """One rank's deps result with what its report shows beside it (the trace itself is not kept:
+    a folder may hold many ranks' large traces)."""
+
+    path: Path
+    result: DepsResult
+    overhead: TracerOverhead | None
+    sources: dict[int, str]  # tools id -> source label, from the rank's exports
+
+
 def deps_of_ranks(folder: Path, *, tolerance_us: float = DEFAULT_TOLERANCE_US,
-                  max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[int, tuple[Path, DepsResult]]:
+                  max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[int, RankDeps]:
     """Per rank (read from each file), its trace file and deps result."""
-    return {r: (p, deps_of_file(p, tolerance_us=tolerance_us, max_bytes=max_bytes).result)
-            for r, p in sorted(rank_files(folder, "trace", max_bytes=max_bytes).items())}
+    out = {}
+    for r, p in sorted(rank_files(folder, "trace", max_bytes=max_bytes).items()):
+        run = deps_of_file(p, tolerance_us=tolerance_us, max_bytes=max_bytes)
+        out[r] = RankDeps(p, run.result, run.trace.tracer_overhead,
+                          {k: v for g in run.graphs for k, v in g.source_labels().items()})
+    return out
 
 
 def topo_of_ranks(folder: Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[int, tuple[GraphData, topo.Topology]]:
