@@ -30,50 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
-class _Res(enum.IntEnum):
-    GRAPHNODE_CREATED = 11
-    GRAPHNODE_CLONED = 12
-    GRAPHEXEC_CREATED = 13
-    GRAPHEXEC_DESTROY_STARTING = 14
-    GRAPH_DESTROY_STARTING = 15
-
-
-class _Dom(enum.IntEnum):
-    DRIVER_API = 1
-    RUNTIME_API = 2
-    RESOURCE = 3
-
-
-class _Site(enum.IntEnum):
-    API_ENTER = 0
-    API_EXIT = 1
-
-
-class _Rt(enum.IntEnum):
-    cudaGraphLaunch_v10000 = 311
-    cudaStreamBeginCapture_v10000 = 317
-    cudaStreamEndCapture_v10000 = 318
-    cudaGraphInstantiateWithFlags_v11040 = 400
-
-
-class _Drv(enum.IntEnum):
-    cuGraphLaunch = 514
-
-
-class _CbData(ctypes.Structure):
-    _fields_ = [("site", ctypes.c_int), ("name", ctypes.c_char_p), ("params", ctypes.c_void_p),
-                ("ret", ctypes.c_void_p), ("sym", ctypes.c_char_p), ("ctx", ctypes.c_void_p),
-                ("ctx_uid", ctypes.c_uint32), ("corr_data", ctypes.c_void_p), ("corr", ctypes.c_uint32)]
-
-
-class _ResData(ctypes.Structure):
-    _fields_ = [("ctx", ctypes.c_void_p), ("stream", ctypes.c_void_p), ("desc", ctypes.c_void_p)]
-
-
-class _GraphData(ctypes.Structure):
-    _fields_ = [("graph", ctypes.c_void_p), ("orig_graph", ctypes.c_void_p), ("node", ctypes.c_void_p),
-                ("orig_node", ctypes.c_void_p), ("node_type", ctypes.c_int), ("dep", ctypes.c_void_p),
-                ("exec_", ctypes.c_void_p)]
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from fake_cupti_abi import CbData as _CbData, Dom as _Dom, Drv as _Drv, GraphData as _GraphData, Res as _Res, ResData as _ResData, Rt as _Rt, Site as _Site  # noqa: E402
 
 
 _CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p)

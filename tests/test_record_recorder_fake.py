@@ -19,51 +19,7 @@ from typing import Any
 
 import pytest
 
-
-class _Res(enum.IntEnum):
-    GRAPHNODE_CREATED = 11
-    GRAPHNODE_CLONED = 12
-    GRAPHEXEC_CREATED = 13
-    GRAPHEXEC_DESTROY_STARTING = 14
-    GRAPH_DESTROY_STARTING = 15
-
-
-class _Dom(enum.IntEnum):
-    DRIVER_API = 1
-    RUNTIME_API = 2
-    RESOURCE = 3
-
-
-class _Site(enum.IntEnum):
-    API_ENTER = 0
-    API_EXIT = 1
-
-
-class _Rt(enum.IntEnum):
-    cudaGraphLaunch_v10000 = 311
-    cudaStreamBeginCapture_v10000 = 317
-    cudaStreamEndCapture_v10000 = 318
-    cudaGraphInstantiateWithFlags_v11040 = 400
-
-
-class _Drv(enum.IntEnum):
-    cuGraphLaunch = 514
-
-
-class _CbData(ctypes.Structure):  # CUpti_CallbackData
-    _fields_ = [("site", ctypes.c_int), ("name", ctypes.c_char_p), ("params", ctypes.c_void_p),
-                ("ret", ctypes.c_void_p), ("sym", ctypes.c_char_p), ("ctx", ctypes.c_void_p),
-                ("ctx_uid", ctypes.c_uint32), ("corr_data", ctypes.c_void_p), ("corr", ctypes.c_uint32)]
-
-
-class _ResData(ctypes.Structure):  # CUpti_ResourceData
-    _fields_ = [("ctx", ctypes.c_void_p), ("stream", ctypes.c_void_p), ("desc", ctypes.c_void_p)]
-
-
-class _GraphData(ctypes.Structure):  # CUpti_GraphData
-    _fields_ = [("graph", ctypes.c_void_p), ("orig_graph", ctypes.c_void_p), ("node", ctypes.c_void_p),
-                ("orig_node", ctypes.c_void_p), ("node_type", ctypes.c_int), ("dep", ctypes.c_void_p),
-                ("exec_", ctypes.c_void_p)]
+from fake_cupti_abi import CbData as _CbData, Dom as _Dom, Drv as _Drv, GraphData as _GraphData, Res as _Res, ResData as _ResData, Rt as _Rt, Site as _Site  # noqa: E402
 
 
 # The delivering functions play CUDA/CUPTI: compiled under a file name in the standard library, so
@@ -242,6 +198,7 @@ def test_exec_handle_reuse_keeps_counts_apart(fake: FakeCupti, tmp_path: Path) -
 # writer thread slowed down to 0.3 s a graph, so that a graph is still queued when the program dies.
 _FAKE_PKG = """
 import importlib.util, os, sys, time
+sys.path.insert(0, os.path.dirname({test_file!r}))  # the test's neighbour fake_cupti_abi.py
 spec = importlib.util.spec_from_file_location("_record_fake_test", {test_file!r})
 _t = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(_t)
