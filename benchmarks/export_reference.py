@@ -2,7 +2,9 @@
 ``benchmarks/bench_export.py --check`` and ``tests/gpu/test_engine_gpu.py`` compare the optimised
 ``cgtool.capture.export.graph_data`` with it on real graphs (same JSON apart from the measured
 ``export_s``), and the benchmark prints its time beside the new one. Not used by cgtool itself.
-Verbatim apart from the ctypes CUPTI helper it used, copied in at the end (cgtool no longer has it).
+Verbatim apart from the ctypes CUPTI helper it used, copied in at the end (cgtool no longer has it);
+the helpers issue 18 left unchanged (node and edge lists, function names, child graphs, the
+tools-id probe, the environment) are imported from cgtool.capture.export.
 
 Differences to expect, by design: the old export named batch memory-op nodes ``unknown_<n>`` (``Graph``
 renamed them afterwards); the new one names them ``batch_mem_op`` itself.
@@ -15,13 +17,16 @@ import time
 from typing import Any
 
 from cgtool.capture import _fastcuda
+from cgtool.capture import export as _export
+# Unchanged by issue 18: taken from the live module rather than copied.
+from cgtool.capture.export import (_child_summary, _func_name, _get_edges, _get_nodes, driver_has_tools_ids,
+                                   environment)
 from cgtool.capture._deps import check, optional_cupti, require_bindings
 from cgtool.errors import CaptureError, MissingExtraError
 from cgtool.artifacts.graph import LOW32, SCHEMA_VERSION
 from cgtool.artifacts.names import demangle
 
 _NODE_TYPE_NAMES: dict[int, str] | None = None
-_tools_id_probe: bool | None = None  # driver supports cudaGraphNodeGetToolsId
 
 
 def _node_type_names(rt: Any) -> dict[int, str]:
@@ -47,46 +52,6 @@ def _node_type_names(rt: Any) -> dict[int, str]:
     return _NODE_TYPE_NAMES
 
 
-def driver_has_tools_ids(rt: Any, node: Any) -> bool:
-    """Whether ``cudaGraphNodeGetToolsId`` works on this driver (probed once per process)."""
-    global _tools_id_probe
-    if _tools_id_probe is None:
-        fn = getattr(rt, "cudaGraphNodeGetToolsId", None)
-        if fn is None:
-            _tools_id_probe = False
-        else:
-            err = fn(node)[0]
-            _tools_id_probe = int(err) == 0
-    return _tools_id_probe
-
-
-def id_source_available() -> str:
-    """"driver", "cupti" or "none": what this process can use for tools ids (without a graph)."""
-    rt, _ = require_bindings("Graph export")
-    ver = check(rt.cudaDriverGetVersion(), "cudaDriverGetVersion")
-    if ver >= 13010 and hasattr(rt, "cudaGraphNodeGetToolsId"):
-        return "driver"
-    return "cupti" if optional_cupti() is not None else "none"
-
-
-def _get_nodes(rt: Any, graph: Any) -> list[Any]:
-    _, num = check(rt.cudaGraphGetNodes(graph, numNodes=0), "cudaGraphGetNodes")
-    if num == 0:
-        return []
-    nodes, num = check(rt.cudaGraphGetNodes(graph, numNodes=num), "cudaGraphGetNodes")
-    return list(nodes[:num])
-
-
-def _get_edges(rt: Any, graph: Any) -> tuple[list[Any], list[Any]]:
-    res = check(rt.cudaGraphGetEdges(graph, numEdges=0), "cudaGraphGetEdges")
-    num = res[-1]
-    if num == 0:
-        return [], []
-    res = check(rt.cudaGraphGetEdges(graph, numEdges=num), "cudaGraphGetEdges")
-    frm, to, num = res[0], res[1], res[-1]
-    return list(frm[:num]), list(to[:num])
-
-
 def graph_data(
     raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto"
 ) -> dict[str, Any]:
@@ -103,7 +68,7 @@ def graph_data(
     types = _node_type_names(rt)
     fast0 = _fastcuda.load() if impl != "bindings" else None
     # cuda.bindings node objects are only needed without the ctypes path, or for driver tools ids.
-    nodes = _get_nodes(rt, graph) if (fast0 is None or id_source == "driver" or _tools_id_probe is not False) else []
+    nodes = _get_nodes(rt, graph) if (fast0 is None or id_source == "driver" or _export._tools_id_probe is not False) else []
 
     source = id_source
     if source == "auto":
@@ -230,25 +195,6 @@ def _kernel_extra(kname: str | None, grid: Any, block: Any, smem: Any) -> dict[s
     return extra
 
 
-def _func_name(drv: Any, f: int) -> str | None:
-    if not f:
-        return None
-    err, name = drv.cuFuncGetName(drv.CUfunction(init_value=f))
-    if int(err) != 0:
-        return None
-    return name.decode() if isinstance(name, bytes) else str(name)
-
-
-def _child_summary(rt: Any, node: Any) -> dict[str, Any]:
-    """Child graphs are not recursed into (their nodes have their own ids); say what they hold."""
-    err, child = rt.cudaGraphChildGraphNodeGetGraph(node)
-    if int(err) != 0:
-        return {"child_graph": "unreadable"}
-    inner = _get_nodes(rt, child)
-    return {"child_graph": {"nodes": len(inner), "note": "not expanded: child graph nodes are listed as one node"}}
-
-
-from cgtool.capture.export import environment  # noqa: E402  (unchanged by issue 18)
 
 
 # From cgtool/capture/_fastcuda.py as it was (the export now asks cupti-python itself).

@@ -15,12 +15,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from types import CodeType, TracebackType
-from typing import Any, Optional
+from types import TracebackType
+from typing import Any
 
 from cgtool.capture.record import _subscriber, attribution
-
-_Info = tuple[list[CodeType], list[int], Optional[type], int, Optional[str], Optional[str]]
 
 _OWN = (__file__, _subscriber.__file__)
 
@@ -29,7 +27,7 @@ class NodeSources:
     """``with NodeSources() as s: <capture>`` then ``s.annotate(raw_graph, export)``."""
 
     def __init__(self) -> None:
-        self._nodes: dict[int, dict[int, _Info]] = {}
+        self._nodes: dict[int, dict[int, attribution.NodeInfo]] = {}
         self._sub: Any = None
         self.note: str | None = None  # why there are no sources, when there are none
         self._lock = threading.Lock()
@@ -77,18 +75,9 @@ class NodeSources:
             f: Any = sys._getframe(1)
             while f is not None and f.f_code.co_filename in _OWN:
                 f = f.f_back
-            codes, lastis, module, module_index = attribution.grab_node(f)
-            op = None
-            torch = sys.modules.get("torch")
-            if torch is not None:
-                try:
-                    n = torch._C._current_autograd_node()
-                    op = None if n is None else str(n.name())
-                except Exception:
-                    pass
+            info = attribution.grab_node_info(f)
             with self._lock:
-                self._nodes.setdefault(graph, {})[node] = (codes, lastis, module, module_index, op,
-                                                           attribution.current_range())
+                self._nodes.setdefault(graph, {})[node] = info
         except Exception:  # source lines are a courtesy: never break the capture
             pass
 
@@ -108,10 +97,7 @@ class NodeSources:
             info = infos.get(h)
             if info is None or i >= len(extras):
                 continue
-            codes, lastis, module, module_index, op, rf = info
-            site = attribution.resolve(list(zip(codes, lastis)), modules=[module.__name__] if module else None,
-                                       autograd_op=op, record_function=rf, module_index=module_index)
-            extras[i]["source"] = site.to_json()
+            extras[i]["source"] = attribution.resolve_node(info).to_json()
             n += 1
         meta["sources"] = {"from": "cupti node callbacks during capture", "nodes_with_source": n}
         return n

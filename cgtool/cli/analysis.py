@@ -55,12 +55,10 @@ def deps(
 
 def _deps_ranks(folder: Path, json_out: Optional[Path], tolerance_us: float, top: int, force: bool,
                 max_bytes: int | None) -> int:
-    from dataclasses import asdict
-
     from cgtool.artifacts.jsonio import write_json
     from cgtool.inspect.files import deps_of_ranks
     from cgtool.report.summary_md import append_step_summary, deps_summary_md
-    from cgtool.report.tables import deps_ranks_table, deps_report, show, tracer_note
+    from cgtool.report.tables import deps_doc, deps_ranks_table, deps_report, show
 
     con = console_for(json_out)
     ranks = deps_of_ranks(folder, tolerance_us=tolerance_us, max_bytes=max_bytes)
@@ -70,11 +68,7 @@ def _deps_ranks(folder: Path, json_out: Optional[Path], tolerance_us: float, top
     results = {r: rd.result for r, rd in ranks.items()}
     show(con, deps_ranks_table(results))
     if json_out is not None:
-        docs = {}
-        for r, rd in ranks.items():
-            docs[str(r)] = rd.result.to_json()
-            if rd.overhead is not None:
-                docs[str(r)]["tracer_overhead"] = {**asdict(rd.overhead), "note": tracer_note(rd.overhead, rd.result)}
+        docs = {str(r): deps_doc(rd.result, rd.overhead) for r, rd in ranks.items()}
         write_json(json_out, {"schema_version": 1, "ranks": docs}, force=force)
     append_step_summary(deps_summary_md({f"rank {r}": res for r, res in results.items()}))
     return sum(res.n_fake for res in results.values())
@@ -87,24 +81,19 @@ def _deps_file(trace: Path, graph: list[Path], json_out: Optional[Path], annotat
     from cgtool.inspect.deps import compare_traces
     from cgtool.inspect.files import deps_of_file
     from cgtool.report.summary_md import append_step_summary, deps_summary_md
-    from dataclasses import asdict
-
-    from cgtool.report.tables import compare_report, deps_report, tracer_note
+    from cgtool.report.tables import compare_report, deps_doc, deps_report
 
     con = console_for(json_out)
     run = deps_of_file(trace, graph, tolerance_us=tolerance_us, max_bytes=max_bytes, keep_doc=annotate is not None)
-    sources = {k: v for g in run.graphs for k, v in g.source_labels().items()}
     overhead = run.trace.tracer_overhead
-    deps_report(con, run.result, top=top, sources=sources, overhead=overhead)
+    deps_report(con, run.result, top=top, sources=run.sources(), overhead=overhead)
     compared = None
     if compare is not None:
         other = deps_of_file(compare, graph, tolerance_us=tolerance_us, max_bytes=max_bytes)
         compared = compare_traces(run.result, other.result, str(trace), str(compare))
         compare_report(con, compared)
     if json_out is not None:  # built only when asked for: a trace may hold 100,000s of replays
-        doc = run.result.to_json()
-        if overhead is not None:
-            doc["tracer_overhead"] = {**asdict(overhead), "note": tracer_note(overhead, run.result)}
+        doc = deps_doc(run.result, overhead)
         if compared is not None:
             doc["compare"] = compared
         write_json(json_out, doc, force=force)

@@ -32,6 +32,10 @@ class DepsRun:
     result: DepsResult
     doc: dict[str, Any] | None = None  # the whole trace document, when asked for (annotation)
 
+    def sources(self) -> dict[int, str]:
+        """Tools id -> source label, from the exports' per-node sources."""
+        return {k: v for g in self.graphs for k, v in g.source_labels().items()}
+
 
 def deps_of_file(trace_path: Path, graph_paths: Sequence[Path] = (), *, tolerance_us: float = DEFAULT_TOLERANCE_US,
                  max_bytes: int | None = DEFAULT_MAX_BYTES, keep_doc: bool = False) -> DepsRun:
@@ -92,8 +96,7 @@ def deps_of_ranks(folder: Path, *, tolerance_us: float = DEFAULT_TOLERANCE_US,
     out = {}
     for r, p in sorted(rank_files(folder, "trace", max_bytes=max_bytes).items()):
         run = deps_of_file(p, tolerance_us=tolerance_us, max_bytes=max_bytes)
-        out[r] = RankDeps(p, run.result, run.trace.tracer_overhead,
-                          {k: v for g in run.graphs for k, v in g.source_labels().items()})
+        out[r] = RankDeps(p, run.result, run.trace.tracer_overhead, run.sources())
     return out
 
 

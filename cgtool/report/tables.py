@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import re
@@ -188,6 +189,14 @@ def tracer_note(ov: TracerOverhead | None, r: DepsResult) -> str | None:
             f"that much for each item before it on its lane, of the order of the median gap between serialized items "
             f"({gap:.2f} µs). Gaps, waits and savings here include the tracer's share; `cgtool bench` times "
             "replays untraced.")
+
+
+def deps_doc(r: DepsResult, overhead: TracerOverhead | None) -> dict[str, Any]:
+    """``deps --json``'s document of one trace: the result, and the tracer's overhead with its note."""
+    doc = r.to_json()
+    if overhead is not None:
+        doc["tracer_overhead"] = {**dataclasses.asdict(overhead), "note": tracer_note(overhead, r)}
+    return doc
 
 
 def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int, str] | None = None,

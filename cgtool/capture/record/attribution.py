@@ -32,7 +32,7 @@ import sysconfig
 import threading
 from dataclasses import dataclass
 from types import CodeType, FrameType
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 #: A frame as kept by a callback: the code object and ``f_lasti``, the byte offset of the
 #: instruction being executed (``line_of`` turns it into a line number).
@@ -410,6 +410,37 @@ ranges = _Ranges()
 def current_range() -> str | None:
     names = ranges.names
     return names[-1] if names else None
+
+
+#: What a node-creation callback keeps: raw frames (codes, instruction offsets), the innermost
+#: nn.Module class and the index of its ``forward`` frame, the autograd node running (backward),
+#: the open ``record_function`` range. Named later, off the callback (:func:`resolve_node`).
+NodeInfo = tuple[list[CodeType], list[int], Optional[type], int, Optional[str], Optional[str]]
+
+
+def autograd_op() -> str | None:
+    """The autograd node this thread is running (a backward pass), when torch is loaded."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        n = torch._C._current_autograd_node()
+        return None if n is None else str(n.name())
+    except Exception:
+        return None
+
+
+def grab_node_info(frame: FrameType | None) -> NodeInfo:
+    """The minimum about the code creating a graph node, cheap enough for CUDA's callback thread."""
+    codes, lastis, module, module_index = grab_node(frame)
+    return codes, lastis, module, module_index, autograd_op(), current_range()
+
+
+def resolve_node(info: NodeInfo, fallback: list[RawFrame] | None = None) -> Site:
+    """The :class:`Site` of a node from what :func:`grab_node_info` kept."""
+    codes, lastis, module, module_index, op, rf = info
+    return resolve(list(zip(codes, lastis)), modules=[module.__name__] if module else None, autograd_op=op,
+                   fallback=fallback, record_function=rf, module_index=module_index)
 
 
 def wrap_record_function(cls: Any) -> bool:

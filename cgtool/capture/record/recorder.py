@@ -40,7 +40,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from types import CodeType
 from typing import Any, Optional
 
 from cgtool.capture.record import _subscriber, attribution
@@ -53,8 +52,9 @@ _LOW32 = 0xFFFFFFFF
 #: What the node callback keeps per node: the frames' code objects and ``f_lasti`` (innermost
 #: first), the innermost nn.Module class and its frame's index, the autograd node's name, the capturing thread's frames
 #: (when another thread made the node), the open record_function range.
-_NodeInfo = tuple[list[CodeType], list[int], Optional[type], int, Optional[str], Optional[list[RawFrame]],
-                  Optional[str]]
+# What the node callback keeps (attribution.grab_node_info), and the capturing thread's frames when
+# the node was made in another thread (autograd's, for backward).
+_NodeInfo = tuple[attribution.NodeInfo, Optional[list[RawFrame]]]
 
 
 class RecordSetupError(CaptureError):
@@ -378,7 +378,7 @@ class Recorder:
     def _node_info(self) -> _NodeInfo:
         """The minimum, on the thread making the node: raw frames and objects, named later."""
         if self._noframes:
-            return [], [], None, -1, None, None, None
+            return ([], [], None, -1, None, None), None
         f = _caller_frame()
         fallback = None
         tid = threading.get_ident()
@@ -387,20 +387,10 @@ class Recorder:
             cap = next(iter(self._captures.values()))
             if cap.thread != tid:
                 fallback = attribution.grab(sys._current_frames().get(cap.thread))
-        rf = attribution.current_range()
-        codes, lastis, module, module_index = attribution.grab_node(f)
         if self._lite:
-            return codes, lastis, None, -1, None, fallback, rf
-        autograd_op = None
-        torch = self._torch or sys.modules.get("torch")
-        if torch is not None:
-            self._torch = torch
-            try:
-                n = torch._C._current_autograd_node()
-                autograd_op = None if n is None else str(n.name())
-            except Exception:
-                pass
-        return codes, lastis, module, module_index, autograd_op, fallback, rf
+            codes, lastis, _, _ = attribution.grab_node(f)
+            return (codes, lastis, None, -1, None, attribution.current_range()), fallback
+        return attribution.grab_node_info(f), fallback
 
     def _runtime(self, cbid: int, ptr: int) -> None:
         enter = _i32(ptr + self._site_off) == self._ENTER
@@ -562,16 +552,15 @@ class Recorder:
         return {**cuda, **self._env}
 
     def _site(self, info: _NodeInfo) -> dict[str, Any]:
-        codes, lastis, module, module_index, op, fallback, rf = info
+        node, fallback = info
+        codes, lastis, module, module_index, op, rf = node
         # Nodes made from the same lines (a layer loop) share frames: resolve each stack once.
         key = (tuple(map(id, codes)), tuple(lastis), id(module), module_index, op, rf) if fallback is None else None
         if key is not None:
             hit = self._site_cache.get(key)
             if hit is not None:
                 return hit[1]
-        site = attribution.resolve(list(zip(codes, lastis)), modules=[module.__name__] if module else None,
-                                   autograd_op=op, fallback=fallback, record_function=rf,
-                                   module_index=module_index).to_json()
+        site = attribution.resolve_node(node, fallback).to_json()
         if key is not None:
             if len(self._site_cache) > 50_000:
                 self._site_cache.clear()
