@@ -1,5 +1,5 @@
 """The CUPTI ABI as cupti_callbacks.h lays it out (callback ids, domains, the callback data
-structs), for the stand-ins of cupti-python that drive the recorder without a GPU: the CPU tests
+structs; the values of CUPTI 13.0's headers), for the stand-ins of cupti-python that drive the recorder without a GPU: the CPU tests
 (tests/test_record_recorder_fake.py) and benchmarks/bench_record_callbacks.py share it."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import enum
 
 
 class Res(enum.IntEnum):
-    GRAPHNODE_CREATED = 11
-    GRAPHNODE_CLONED = 12
-    GRAPHEXEC_CREATED = 13
-    GRAPHEXEC_DESTROY_STARTING = 14
-    GRAPH_DESTROY_STARTING = 15
+    GRAPH_DESTROY_STARTING = 10
+    GRAPHNODE_CREATED = 13
+    GRAPHEXEC_CREATED = 18
+    GRAPHEXEC_DESTROY_STARTING = 19
+    GRAPHNODE_CLONED = 20
 
 
 class Dom(enum.IntEnum):
@@ -29,9 +29,9 @@ class Site(enum.IntEnum):
 
 class Rt(enum.IntEnum):
     cudaGraphLaunch_v10000 = 311
-    cudaStreamBeginCapture_v10000 = 317
-    cudaStreamEndCapture_v10000 = 318
-    cudaGraphInstantiateWithFlags_v11040 = 400
+    cudaStreamBeginCapture_v10000 = 315
+    cudaStreamEndCapture_v10000 = 319
+    cudaGraphInstantiateWithFlags_v11040 = 418
 
 
 class Drv(enum.IntEnum):

@@ -193,6 +193,34 @@ def test_exec_handle_reuse_keeps_counts_apart(fake: FakeCupti, tmp_path: Path) -
     assert idx["exit_code"] == 1
 
 
+def test_writer_holds_graphs_while_the_program_captures(fake: FakeCupti, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph is written once the program has stopped capturing for the quiet time, not during
+    a burst of captures; a flush writes at once."""
+    import time
+
+    from cgtool.capture.record.recorder import Recorder
+
+    monkeypatch.setenv("CGTOOL_RECORD_WRITER_QUIET_S", "0.6")
+    rec = Recorder(str(tmp_path), program=["prog.py"])
+    rec.start()
+    g0 = tmp_path / "graph_000.json"
+    _capture(fake, 100, [11, 12], 5000)
+    fake.api(_Rt.cudaStreamBeginCapture_v10000, _Site.API_ENTER)  # the next capture is in progress
+    time.sleep(0.9)  # longer than the quiet time after the first graph, but a capture is running
+    assert not g0.exists(), "the writer waits while a capture is in progress"
+    fake.api(_Rt.cudaStreamEndCapture_v10000, _Site.API_EXIT)
+    t_end = time.perf_counter()
+    deadline = t_end + 10
+    while not g0.exists() and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    assert g0.exists(), "written once the program is quiet, without a flush"
+    assert time.perf_counter() - t_end >= 0.5, "not before the quiet time has passed"
+    _capture(fake, 200, [21], 6000)
+    assert rec.flush(5.0) and (tmp_path / "graph_001.json").exists(), "a flush does not wait for quiet"
+    rec.finish(0)
+
+
 # --------------------------------------------------------------------- crashes lose no graph
 # A stand-in `cupti` package for a real `cgtool record` child process: the fakes of this file, and a
 # writer thread slowed down to 0.3 s a graph, so that a graph is still queued when the program dies.

@@ -2,16 +2,21 @@
 
 Two ways in, same handler:
 
-* ``"ctypes"`` (default): ``cuptiSubscribe`` / ``cuptiEnableCallback`` of the libcupti that
-  cupti-python loaded, called through ctypes with a ``CFUNCTYPE`` callback. Measured on the GPU
-  machine, cupti-python's own ``subscribe`` builds Python wrapper objects for every callback
-  (``CallbackData`` / ``ResourceData``), which made graph capture several times slower; the ctypes
-  callback passes four integers.
+* ``"ctypes"`` (default): ``cuptiSubscribe`` / ``cuptiEnableCallback`` of libcupti called through
+  ctypes with a ``CFUNCTYPE`` callback. Measured on the GPU machine, cupti-python's own
+  ``subscribe`` builds Python wrapper objects for every callback (``CallbackData`` /
+  ``ResourceData``), which made graph capture several times slower; the ctypes callback passes
+  four integers. libcupti is loaded the way cupti-python and torch load it (:func:`load_libcupti`:
+  cuda.pathfinder, i.e. the nvidia-cuda-cupti wheel first), so ``cgtool record`` can subscribe
+  before the program starts without importing cupti-python (0.4 s of numpy and Cython modules
+  before torch, 0.17 s after it: ``benchmarks/probe_record_fixed_costs.py``), and the process
+  still maps one libcupti (``benchmarks/probe_libcupti.py`` prints the mapped paths).
 * ``"cupti-python"``: ``cupti.subscribe`` (its wrappers expose ``.ptr``, the same struct pointer).
 
-The struct layouts (``CUpti_CallbackData``, ``CUpti_ResourceData``, ``CUpti_GraphData``) are
-read from cupti-python's numpy dtypes of those structs, so the offsets follow the installed
-CUPTI; the documented C layout is the fallback.
+Callback domains and ids are the constants below, from CUPTI's headers; the struct layouts
+(``CUpti_CallbackData``, ``CUpti_ResourceData``, ``CUpti_GraphData``) the documented C layout.
+Both are part of CUPTI's ABI (its enums only ever grow at the end); once cupti-python is loaded,
+:func:`mismatches` checks them against its enums and numpy dtypes, and the tests do the same.
 """
 
 from __future__ import annotations
@@ -20,6 +25,48 @@ import ctypes
 from typing import Any, Callable
 
 Handler = Callable[[int, int, int], None]
+
+# CUpti_CallbackDomain, CUpti_ApiCallbackSite (cupti_callbacks.h).
+DOMAIN_DRIVER, DOMAIN_RUNTIME, DOMAIN_RESOURCE = 1, 2, 3
+API_ENTER = 0
+#: CUpti_CallbackIdResource values the recorder enables (cupti_callbacks.h).
+RESOURCE = {"GRAPH_DESTROY_STARTING": 10, "GRAPHNODE_CREATED": 13, "GRAPHEXEC_CREATED": 18,
+            "GRAPHEXEC_DESTROY_STARTING": 19, "GRAPHNODE_CLONED": 20}
+#: CUpti_runtime_api_trace_cbid values of capture begin/end, instantiation and launch (cupti_runtime_cbid.h).
+RUNTIME = {"cudaGraphInstantiate_v10000": 310, "cudaGraphLaunch_v10000": 311, "cudaGraphLaunch_ptsz_v10000": 312,
+           "cudaStreamBeginCapture_v10000": 315, "cudaStreamBeginCapture_ptsz_v10000": 316,
+           "cudaStreamEndCapture_v10000": 319, "cudaStreamEndCapture_ptsz_v10000": 320,
+           "cudaGraphInstantiateWithFlags_v11040": 418, "cudaGraphInstantiateWithParams_v12000": 436,
+           "cudaGraphInstantiateWithParams_ptsz_v12000": 437, "cudaGraphInstantiate_v12000": 443,
+           "cudaStreamBeginCaptureToGraph_v12030": 452, "cudaStreamBeginCaptureToGraph_ptsz_v12030": 453}
+#: CUpti_driver_api_trace_cbid values of graph launches (cupti_driver_cbid.h).
+DRIVER = {"cuGraphLaunch": 514, "cuGraphLaunch_ptsz": 515}
+
+
+def runtime_ids(*prefixes: str) -> set[int]:
+    """The runtime callback ids whose API names start with one of ``prefixes``."""
+    return {v for k, v in RUNTIME.items() if k.startswith(prefixes)}
+
+
+def mismatches(cupti: Any) -> list[str]:
+    """Where the constants and layout here differ from cupti-python's (empty when they agree)."""
+    out: list[str] = []
+
+    def cmp(what: str, mine: dict[str, int], enum: Any) -> None:
+        members = getattr(enum, "__members__", {})
+        for k, v in mine.items():
+            if k in members and int(members[k]) != v:
+                out.append(f"{what}.{k}: {v} here, {int(members[k])} in cupti-python")
+
+    D = getattr(cupti, "CallbackDomain", None)
+    cmp("CallbackDomain", {"DRIVER_API": DOMAIN_DRIVER, "RUNTIME_API": DOMAIN_RUNTIME, "RESOURCE": DOMAIN_RESOURCE}, D)
+    cmp("ApiCallbackSite", {"API_ENTER": API_ENTER}, getattr(cupti, "ApiCallbackSite", None))
+    cmp("CallbackIdResource", RESOURCE, getattr(cupti, "CallbackIdResource", None))
+    cmp("runtime_api_trace_cbid", RUNTIME, getattr(cupti, "runtime_api_trace_cbid", None))
+    cmp("driver_api_trace_cbid", DRIVER, getattr(cupti, "driver_api_trace_cbid", None))
+    theirs = Layout(cupti).offsets
+    out += [f"offset of {k}: {v} here, {theirs[k]} in cupti-python" for k, v in _DEFAULTS.items() if theirs[k] != v]
+    return out
 
 _CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p)
 
@@ -43,15 +90,21 @@ def _field_offsets(dtype: Any, wanted: list[str]) -> dict[str, int]:
 
 
 class Layout:
-    """Byte offsets of the fields the recorder reads."""
+    """Byte offsets of the fields the recorder reads: cupti-python's when given, else the C layout."""
 
-    def __init__(self, cupti: Any) -> None:
+    def __init__(self, cupti: Any = None) -> None:
         off = dict(_DEFAULTS)
+        if cupti is None:
+            self._set(off)
+            return
         off.update(_field_offsets(getattr(cupti, "callback_data_dtype", None),
                                   ["callback_site", "function_params", "correlation_id"]))
         off.update(_field_offsets(getattr(cupti, "resource_data_dtype", None), ["resource_descriptor"]))
         off.update(_field_offsets(getattr(cupti, "graph_data_dtype", None),
                                   ["graph", "original_graph", "node", "original_node", "graph_exec"]))
+        self._set(off)
+
+    def _set(self, off: dict[str, int]) -> None:
         self.offsets = off
         self.site = off["callback_site"]
         self.params = off["function_params"]
@@ -71,6 +124,29 @@ def read_ptr(addr: int) -> int:
 def _mapped() -> list[str]:
     with open("/proc/self/maps") as f:
         return sorted({line.split()[-1] for line in f if "libcupti.so" in line})
+
+
+def load_libcupti() -> Any:
+    """libcupti through cuda.pathfinder, without importing cupti-python; OSError when it cannot.
+
+    cuda.pathfinder is how cupti-python finds libcupti (the nvidia-cuda-cupti wheel's copy, then
+    the system's), and torch preloads the same wheel's file: loaded first, it is the one copy the
+    process maps (``benchmarks/probe_libcupti.py`` checks that on the GPU machine).
+    """
+    try:
+        from cuda import pathfinder
+    except ImportError as e:
+        raise OSError(f"cuda.pathfinder is not installed ({e})") from None
+    try:
+        found = pathfinder.load_nvidia_dynamic_lib("cupti")
+    except Exception as e:  # not found, or a pathfinder that does not know libcupti
+        raise OSError(f"cuda.pathfinder could not load libcupti ({type(e).__name__}: {e})") from None
+    lib = ctypes.CDLL(found.abs_path)  # the same handle: dlopen of a loaded path only counts up
+    try:
+        lib.cuptiSubscribe  # noqa: B018  (probe the symbol)
+    except AttributeError:
+        raise OSError(f"{found.abs_path} has no cuptiSubscribe") from None
+    return lib
 
 
 def libcupti(cupti: Any) -> Any:
@@ -102,13 +178,14 @@ class SubscribeError(Exception):
 class Subscriber:
     """One CUPTI subscriber; ``enable(domain, cbid, on)`` turns single callbacks on and off."""
 
-    def __init__(self, cupti: Any, handler: Handler, how: str = "ctypes") -> None:
+    def __init__(self, cupti: Any, handler: Handler, how: str = "ctypes", lib: Any = None) -> None:
+        """``lib``: libcupti already loaded (:func:`load_libcupti`); else the one ``cupti`` maps."""
         self.cupti = cupti
         self.how = how
         self._handler = handler
         self._cfunc: Any = None
         if how == "ctypes":
-            lib = libcupti(cupti)
+            lib = lib if lib is not None else libcupti(cupti)
             lib.cuptiSubscribe.argtypes = [ctypes.POINTER(ctypes.c_void_p), _CB, ctypes.c_void_p]
             lib.cuptiSubscribe.restype = ctypes.c_int
             lib.cuptiEnableCallback.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
@@ -124,7 +201,7 @@ class Subscriber:
             sub = ctypes.c_void_p()
             rc = lib.cuptiSubscribe(ctypes.byref(sub), self._cfunc, None)
             if rc != 0:
-                raise SubscribeError(rc, _result_name(cupti, rc))
+                raise SubscribeError(rc, result_name(rc, lib, cupti))
             self.handle: Any = sub
         else:
             def _wrapped(userdata: Any, domain: Any, cbid: Any, cbdata: Any) -> None:
@@ -134,13 +211,13 @@ class Subscriber:
                 self.handle = cupti.subscribe(_wrapped, None)
             except Exception as e:
                 status = int(getattr(e, "status", -1))
-                raise SubscribeError(status, _result_name(cupti, status)) from None
+                raise SubscribeError(status, result_name(status, None, cupti)) from None
 
     def enable(self, domain: int, cbid: int, on: bool = True) -> None:
         if self.how == "ctypes":
             rc = self._lib.cuptiEnableCallback(1 if on else 0, self.handle, int(domain), int(cbid))
             if rc != 0:
-                raise OSError(f"cuptiEnableCallback({domain}, {cbid}) returned {_result_name(self.cupti, rc)}")
+                raise OSError(f"cuptiEnableCallback({domain}, {cbid}) returned {result_name(rc, self._lib, self.cupti)}")
         else:
             self.cupti.enable_callback(1 if on else 0, self.handle, int(domain), int(cbid))
 
@@ -151,8 +228,41 @@ class Subscriber:
             self.cupti.unsubscribe(self.handle)
 
 
-def _result_name(cupti: Any, status: int) -> str:
+def result_name(status: int, lib: Any = None, cupti: Any = None) -> str:
+    """CUPTI's name of a result code, from cupti-python or libcupti's ``cuptiGetResultString``."""
     try:
         return str(cupti.Result(status).name)
     except Exception:
-        return f"CUPTI error {status}"
+        pass
+    try:
+        s = ctypes.c_char_p()
+        lib.cuptiGetResultString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        if lib.cuptiGetResultString(int(status), ctypes.byref(s)) == 0 and s.value:
+            return s.value.decode()
+    except Exception:
+        pass
+    return f"CUPTI error {status}"
+
+
+class Ids:
+    """The few CUPTI calls the recorder makes outside callbacks' data, through ctypes."""
+
+    def __init__(self, lib: Any) -> None:
+        self._graph = lib.cuptiGetGraphId
+        self._graph.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]
+        self._ts = lib.cuptiGetTimestamp
+        self._ts.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
+
+    def get_graph_id(self, graph: int) -> int:
+        out = ctypes.c_uint32()
+        rc = self._graph(graph, ctypes.byref(out))
+        if rc:
+            raise OSError(f"cuptiGetGraphId returned {rc}")
+        return int(out.value)
+
+    def get_timestamp(self) -> int:
+        out = ctypes.c_uint64()
+        rc = self._ts(ctypes.byref(out))
+        if rc:
+            raise OSError(f"cuptiGetTimestamp returned {rc}")
+        return int(out.value)

@@ -47,6 +47,10 @@ from cgtool.capture.record.attribution import RawFrame
 from cgtool.errors import CaptureError, MissingExtraError
 
 RECORD_SCHEMA_VERSION = 1
+#: The writer holds a graph back until the program has not captured for this long (``_wait_quiet``);
+#: CGTOOL_RECORD_WRITER_QUIET_S overrides it, 0 writes at once.
+_QUIET_S = 0.05
+_MAX_DEFER_S = 2.0
 _LOW32 = 0xFFFFFFFF
 
 #: What the node callback keeps per node: the frames' code objects and ``f_lasti`` (innermost
@@ -140,6 +144,10 @@ class Recorder:
         self._docs: dict[int, dict[str, Any]] = {}
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
+        self._hurry = threading.Event()  # set: the writer writes at once (a flush, the end of the run)
+        self._last_capture_at = 0.0  # perf_counter of the last capture's end or instantiation
+        q = os.environ.get("CGTOOL_RECORD_WRITER_QUIET_S")
+        self._quiet_s = float(q) if q else _QUIET_S
         self._env: dict[str, Any] | None = None
         self._cuda_env: dict[int, dict[str, Any]] = {}
         self._site_cache: dict[Any, tuple[_NodeInfo, dict[str, Any]]] = {}
@@ -155,30 +163,41 @@ class Recorder:
 
     # ------------------------------------------------------------------ setup
     def start(self) -> None:
-        """Subscribe to CUPTI; :class:`RecordSetupError` when it cannot (before the program runs)."""
+        """Subscribe to CUPTI; :class:`RecordSetupError` when it cannot (before the program runs).
+
+        cupti-python is not imported here unless kernel activity is wanted (``--coverage``,
+        ``--trace-replays``): libcupti is loaded through cuda.pathfinder and subscribed to through
+        ctypes, with the callback ids of ``_subscriber``. cupti-python and the export's modules are
+        imported right after the program imports torch (numpy is loaded by then: 0.17 s instead
+        of 0.46 s, ``benchmarks/probe_record_fixed_costs.py``), outside any graph's capture.
+        """
         t0 = time.perf_counter()
-        try:
-            from cupti import cupti
-        except Exception as e:  # ImportError, or a libcupti mismatch raised at load time
+        how = os.environ.get("CGTOOL_RECORD_SUBSCRIBER", "ctypes")
+        if not _cupti_installed():
             raise MissingExtraError(
                 "`cgtool record`",
-                detail=f"cupti-python, which could not be loaded ({type(e).__name__}: {e}); take the version "
-                "that matches your CUDA's CUPTI, e.g. `pip install 'cupti-python==13.0.*'` for CUDA 13.0",
-            ) from None
+                detail="cupti-python, which is not installed; take the version that matches your CUDA's "
+                "CUPTI, e.g. `pip install 'cupti-python==13.0.*'` for CUDA 13.0",
+            )
+        lib = None
+        if how == "ctypes":
+            try:
+                lib = _subscriber.load_libcupti()
+            except OSError as e:  # no cuda.pathfinder, or one that cannot find it: cupti-python's copy
+                self.errors.append(f"libcupti through cuda.pathfinder: {e}; found through cupti-python")
+        if lib is None or self.coverage or how != "ctypes":
+            self._load_cupti()
         t1 = time.perf_counter()
         self.timings["import_cupti_s"] = t1 - t0
-        self._cupti = cupti
+        cupti = self._cupti
         self._L = _subscriber.Layout(cupti)
-        from cgtool.capture import export  # noqa: F401  (now, not inside the first graph's callback)
-
-        how = os.environ.get("CGTOOL_RECORD_SUBSCRIBER", "ctypes")
         try:
             try:
-                self._sub = _subscriber.Subscriber(cupti, self._callback, how)
+                self._sub = _subscriber.Subscriber(cupti, self._callback, how, lib=lib)
             except OSError as e:  # libcupti not reachable through ctypes: cupti-python's own subscribe
                 self.errors.append(f"ctypes subscriber unavailable ({e}); using cupti-python's subscribe")
                 how = "cupti-python"
-                self._sub = _subscriber.Subscriber(cupti, self._callback, how)
+                self._sub = _subscriber.Subscriber(self._load_cupti(), self._callback, how)
             self.subscriber = how
         except _subscriber.SubscribeError as e:
             raise RecordSetupError(
@@ -193,38 +212,29 @@ class Recorder:
                 "CGTOOL_RECORD_SUBSCRIBER=cupti-python to use cupti-python's own subscribe (slower "
                 "capture). The program was not started."
             ) from None
+        self._ids: Any = _subscriber.Ids(lib if lib is not None else self._sub._lib) if how == "ctypes" else cupti
         t2 = time.perf_counter()
         self.timings["subscribe_s"] = t2 - t1
-        R = cupti.CallbackIdResource
-        D = cupti.CallbackDomain
-        self._D_RES, self._D_RT, self._D_DRV = int(D.RESOURCE), int(D.RUNTIME_API), int(D.DRIVER_API)
-        self._R_NODE, self._R_CLONE = int(R.GRAPHNODE_CREATED), int(R.GRAPHNODE_CLONED)
-        self._R_EXEC, self._R_EXEC_DEL = int(R.GRAPHEXEC_CREATED), int(R.GRAPHEXEC_DESTROY_STARTING)
-        self._R_GRAPH_DEL = int(R.GRAPH_DESTROY_STARTING)
-        self._ENTER = int(cupti.ApiCallbackSite.API_ENTER)
+        S = _subscriber
+        self._D_RES, self._D_RT, self._D_DRV = S.DOMAIN_RESOURCE, S.DOMAIN_RUNTIME, S.DOMAIN_DRIVER
+        self._R_NODE, self._R_CLONE = S.RESOURCE["GRAPHNODE_CREATED"], S.RESOURCE["GRAPHNODE_CLONED"]
+        self._R_EXEC, self._R_EXEC_DEL = S.RESOURCE["GRAPHEXEC_CREATED"], S.RESOURCE["GRAPHEXEC_DESTROY_STARTING"]
+        self._R_GRAPH_DEL = S.RESOURCE["GRAPH_DESTROY_STARTING"]
+        self._ENTER = S.API_ENTER
         for cbid in (self._R_NODE, self._R_CLONE, self._R_EXEC, self._R_EXEC_DEL, self._R_GRAPH_DEL):
             self._sub.enable(self._D_RES, cbid)
-        self._rt_launch: set[int] = set()
-        self._rt_begin: set[int] = set()
-        self._rt_end: set[int] = set()
-        self._rt_inst: set[int] = set()
+        self._rt_begin = S.runtime_ids("cudaStreamBeginCapture")
+        self._rt_end = S.runtime_ids("cudaStreamEndCapture")
+        self._rt_inst = S.runtime_ids("cudaGraphInstantiate")
         # Replays are counted on the driver's cuGraphLaunch, which every runtime launch calls: one
         # callback pair per replay instead of two. The runtime launch callbacks are on only when
         # tracing, for the correlation ids the traced kernels carry.
-        prefixes = [("cudaStreamBeginCapture", self._rt_begin), ("cudaStreamEndCapture", self._rt_end),
-                    ("cudaGraphInstantiate", self._rt_inst)]
-        if self.trace_replays > 0:
-            prefixes.append(("cudaGraphLaunch", self._rt_launch))
-        for name, v in cupti.runtime_api_trace_cbid.__members__.items():
-            for prefix, bucket in prefixes:
-                if name.startswith(prefix):
-                    bucket.add(int(v))
-                    self._sub.enable(self._D_RT, int(v))
-        self._drv_launch: set[int] = set()
-        for name, v in cupti.driver_api_trace_cbid.__members__.items():
-            if name.startswith("cuGraphLaunch"):
-                self._drv_launch.add(int(v))
-                self._sub.enable(self._D_DRV, int(v))
+        self._rt_launch = S.runtime_ids("cudaGraphLaunch") if self.trace_replays > 0 else set()
+        for cbid in sorted(self._rt_begin | self._rt_end | self._rt_inst | self._rt_launch):
+            self._sub.enable(self._D_RT, cbid)
+        self._drv_launch = set(S.DRIVER.values())
+        for cbid in sorted(self._drv_launch):
+            self._sub.enable(self._D_DRV, cbid)
         self._site_off, self._params_off, self._corr_off = self._L.site, self._L.params, self._L.corr
         t3 = time.perf_counter()
         self.timings["enable_callbacks_s"] = t3 - t2
@@ -233,10 +243,43 @@ class Recorder:
         self.timings["activity_s"] = time.perf_counter() - t3
         self._install_skip_handler()
         attribution.track_ranges()
+        if "torch" in sys.modules:
+            self._after_torch(sys.modules["torch"])
+        else:
+            attribution.after_import("torch", self._after_torch)
         self._writer = threading.Thread(target=self._write_loop, name="cgtool-record-writer", daemon=True)
         self._writer.start()
         self._queue.put(("index",))
         self.timings["start_s"] = time.perf_counter() - t0
+
+    def _load_cupti(self) -> Any:
+        """cupti-python's ``cupti`` module, imported once; its enums and layouts checked against ours."""
+        if self._cupti is not None:
+            return self._cupti
+        try:
+            from cupti import cupti
+        except Exception as e:  # ImportError, or a libcupti mismatch raised at load time
+            raise MissingExtraError(
+                "`cgtool record`",
+                detail=f"cupti-python, which could not be loaded ({type(e).__name__}: {e}); take the version "
+                "that matches your CUDA's CUPTI, e.g. `pip install 'cupti-python==13.0.*'` for CUDA 13.0",
+            ) from None
+        self._cupti = cupti
+        for m in _subscriber.mismatches(cupti):
+            self.errors.append(f"CUPTI ABI: {m}")
+        return cupti
+
+    def _after_torch(self, torch: Any) -> None:
+        """Once the program has imported torch: the modules the first graph's export needs, now."""
+        t0 = time.perf_counter()
+        try:
+            from cgtool.capture import export
+
+            if export.id_source_available() != "driver":
+                self._load_cupti()  # the export's node ids on drivers before 13.1
+        except Exception:  # only early: the first graph's export imports them again and reports why not
+            pass
+        self.timings["after_torch_imports_s"] = time.perf_counter() - t0
 
     def _start_activity(self) -> None:
         from cgtool.capture import cupti_trace
@@ -409,7 +452,7 @@ class Recorder:
             if not enter:
                 cap = self._captures.pop(tid, None)
                 if cap is not None:
-                    cap.t_end = time.perf_counter()
+                    cap.t_end = self._last_capture_at = time.perf_counter()
                     self._last_capture[tid] = cap
         elif cbid in self._rt_inst:
             # Instantiation clones every node (GRAPHNODE_CREATED + _CLONED for each): those are not
@@ -464,7 +507,7 @@ class Recorder:
         reserved_now = self._reserved()
         if self.coverage and self._t_first_graph is None:
             try:  # the clock of CUPTI's activity records: splits the run at its first graph
-                self._t_first_graph = int(self._cupti.get_timestamp())
+                self._t_first_graph = int(self._ids.get_timestamp())
             except Exception:
                 pass
         handles: list[int] = []
@@ -496,7 +539,7 @@ class Recorder:
                 seq=seq,
                 exec_handle=exec_,
                 exec_graph_id=int(data["exec_graph_id"]),
-                template_graph_id=_safe(lambda: int(self._cupti.get_graph_id(graph))),
+                template_graph_id=_safe(lambda: int(self._ids.get_graph_id(graph))),
                 file=f"graph_{seq:03d}.json",
                 nodes=len(data["nodes"]),
                 capture_s=(cap.t_end - cap.t_begin) if cap is not None and cap.t_end is not None else None,
@@ -511,9 +554,34 @@ class Recorder:
             self.graphs.append(rec)
             self._by_exec[exec_] = rec
             self._launch_counts[exec_] = 0
-        self._queue.put(("graph", rec, data, handles, infos, begin_frames, device))
+        self._last_capture_at = time.perf_counter()
+        self._queue.put(("graph", rec, data, handles, infos, begin_frames, device, self._last_capture_at))
 
     # ------------------------------------------------------------------ writer
+    def _wait_quiet(self, queued_at: float) -> None:
+        """Hold a graph back while the program is capturing graphs back to back.
+
+        Writing a graph holds the GIL for about a millisecond (sources, encoding, index); the
+        program's next capture, running meanwhile, would wait for it (measured with
+        ``benchmarks/probe_record_capture.py``). So the writer starts once no capture is in
+        progress and none has ended for ``_QUIET_S`` — or ``_MAX_DEFER_S`` after the graph came,
+        so that a program capturing without pause still gets its files. A flush, the end of the run
+        and every exit path the guards catch (``install_exit_guards``) end the wait at once.
+        """
+        quiet, most = self._quiet_s, queued_at + _MAX_DEFER_S
+        while quiet > 0 and not self._hurry.is_set():
+            now = time.perf_counter()
+            if now >= most:
+                return
+            if not self._captures:
+                idle = now - self._last_capture_at
+                if idle >= quiet:
+                    return
+                wait = quiet - idle
+            else:
+                wait = quiet
+            self._hurry.wait(min(wait, most - now))
+
     def _write_loop(self) -> None:
         while True:
             job = self._queue.get()
@@ -521,10 +589,13 @@ class Recorder:
                 return
             try:
                 if job[0] == "graph":
-                    self._write_graph(*job[1:])
+                    self._wait_quiet(job[-1])
+                    self._write_graph(*job[1:-1])
                 elif job[0] == "index":
                     self.write_index(finished=False)
                 elif job[0] == "flush":
+                    if not self._finished:
+                        self._hurry.clear()  # the graphs asked for are written: hold the next ones again
                     job[1].set()
             except Exception as e:  # a failed write is reported in the index, the program goes on
                 if len(self.errors) < 20:
@@ -536,6 +607,7 @@ class Recorder:
         if w is None or not w.is_alive() or os.getpid() != self.pid or threading.current_thread() is w:
             return False
         done = threading.Event()
+        self._hurry.set()
         self._queue.put(("flush", done))
         return done.wait(timeout)
 
@@ -634,6 +706,7 @@ class Recorder:
         t1 = time.perf_counter()
         w = self._writer
         if w is not None and w.is_alive() and threading.current_thread() is not w:
+            self._hurry.set()
             self._queue.put(None)
             w.join(60)
         t2 = time.perf_counter()
@@ -840,6 +913,18 @@ def _caller_frame() -> Any:
     while f is not None and f.f_code.co_filename in own:
         f = f.f_back
     return f
+
+
+def _cupti_installed() -> bool:
+    """cupti-python can be imported (looked up, not imported: that costs 0.4 s before torch)."""
+    if "cupti" in sys.modules:
+        return True
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("cupti") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _env_int(name: str) -> int | None:

@@ -1,0 +1,264 @@
+"""Where `cgtool record`'s capture+instantiate overhead goes, configuration by configuration, in one process.
+
+    python benchmarks/probe_record_capture.py [--rounds 7] [--layers 24] [--out probe_record_capture.json]
+
+Captures the server runner's model (tests/programs/server_runner.py: LAYERS blocks, batch sizes 8, 4,
+2, 1 sharing one pool) under each configuration in turn, rotating the order every round, and prints
+the median capture+instantiate time per graph (the `with torch.cuda.graph(...)` block plus a
+synchronize, as the runner times it) and its ratio to the bare capture:
+
+* ``bare``: no CUPTI subscriber;
+* ``subscribed``: a subscriber with nothing enabled;
+* ``c_noop``: the recorder's callbacks enabled, handled by a C function that returns at once
+  (compiled here with the system C compiler; left out if there is none): what CUPTI and the
+  driver cost with no Python at all;
+* ``py_noop``: the same callbacks, a Python (ctypes) function that returns at once;
+* ``py_frames``: node callbacks keep the recorder's raw frames (``attribution.grab_node_info``);
+* ``py_export``: and the exec-created callback reads the topology (``export.graph_data``);
+* ``recorder``: the recorder itself (``Recorder.start()`` ... ``finish()``), writer thread included;
+  ``recorder_nodefer``: with its writer writing each graph at once (``CGTOOL_RECORD_WRITER_QUIET_S=0``).
+
+And the node callback's parts, each alone: ``py_getframe`` (``sys._getframe``), ``py_grab``
+(``attribution.grab``: code and lasti per frame), ``py_grabnode`` (``grab_node``: and the module);
+``node_us`` is the time inside ``grab_node_info`` per node, timed in the callback.
+
+GPU only. One process: every configuration sees the same allocator state (see the README on
+process state and timings).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+
+HIDDEN = 256
+BATCH_SIZES = [8, 4, 2, 1]
+
+_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p)
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(HIDDEN)
+        self.up = torch.nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.down = torch.nn.Linear(4 * HIDDEN, HIDDEN)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x)
+        h = torch.nn.functional.gelu(self.up(h))
+        return x + self.down(h)
+
+
+class Model(torch.nn.Module):
+    def __init__(self, layers: int) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block() for _ in range(layers))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for b in self.blocks:
+            x = b(x)
+        return x.softmax(-1)
+
+
+def _c_noop() -> ctypes.CDLL | None:
+    src = "void cb(void *u, int d, unsigned c, const void *p) { (void)u; (void)d; (void)c; (void)p; }\n"
+    tmp = tempfile.mkdtemp()
+    try:
+        with open(os.path.join(tmp, "noop.c"), "w") as f:
+            f.write(src)
+        so = os.path.join(tmp, "noop.so")
+        for cc in ("cc", "gcc", "clang"):
+            if shutil.which(cc) and subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", so,
+                                                    os.path.join(tmp, "noop.c")]).returncode == 0:
+                return ctypes.CDLL(so)
+        return None
+    finally:
+        pass
+
+
+class Sub:
+    """A bare CUPTI subscriber through ctypes, with the recorder's callbacks enabled or not."""
+
+    def __init__(self, lib: ctypes.CDLL, cupti: object, fn: object, enable: bool) -> None:
+        self.lib = lib
+        lib.cuptiSubscribe.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p]
+        lib.cuptiSubscribe.restype = ctypes.c_int
+        lib.cuptiEnableCallback.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
+        lib.cuptiUnsubscribe.argtypes = [ctypes.c_void_p]
+        self.fn = fn
+        self.h = ctypes.c_void_p()
+        addr = ctypes.cast(fn, ctypes.c_void_p).value
+        rc = lib.cuptiSubscribe(ctypes.byref(self.h), addr, None)
+        if rc:
+            raise SystemExit(f"cuptiSubscribe: {rc}")
+        if enable:
+            for d, c in recorder_callbacks(cupti):
+                lib.cuptiEnableCallback(1, self.h, d, c)
+
+    def close(self) -> None:
+        self.lib.cuptiUnsubscribe(self.h)
+
+
+def recorder_callbacks(cupti: object) -> list[tuple[int, int]]:
+    c: object = cupti
+    R, D = c.CallbackIdResource, c.CallbackDomain  # type: ignore[attr-defined]
+    out = [(int(D.RESOURCE), int(getattr(R, n))) for n in
+           ("GRAPHNODE_CREATED", "GRAPHNODE_CLONED", "GRAPHEXEC_CREATED", "GRAPHEXEC_DESTROY_STARTING",
+            "GRAPH_DESTROY_STARTING")]
+    for name, v in c.runtime_api_trace_cbid.__members__.items():  # type: ignore[attr-defined]
+        if name.startswith(("cudaStreamBeginCapture", "cudaStreamEndCapture", "cudaGraphInstantiate")):
+            out.append((int(D.RUNTIME_API), int(v)))
+    for name, v in c.driver_api_trace_cbid.__members__.items():  # type: ignore[attr-defined]
+        if name.startswith("cuGraphLaunch"):
+            out.append((int(D.DRIVER_API), int(v)))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--layers", type=int, default=24)
+    ap.add_argument("--out", default="probe_record_capture.json")
+    a = ap.parse_args()
+
+    from cupti import cupti
+
+    from cgtool.capture.export import graph_data
+    from cgtool.capture.record import _subscriber, attribution
+    from cgtool.capture.record.recorder import Recorder
+
+    lib = _subscriber.libcupti(cupti)
+    R, D = cupti.CallbackIdResource, cupti.CallbackDomain
+    NODE, EXEC, RES = int(R.GRAPHNODE_CREATED), int(R.GRAPHEXEC_CREATED), int(D.RESOURCE)
+    L = _subscriber.Layout(cupti)
+
+    def ptr(addr: int) -> int:
+        return ctypes.c_void_p.from_address(addr).value or 0
+
+    keep: list[object] = []
+
+    def py_noop(u: object, d: int, c: int, p: object) -> None:
+        return None
+
+    inside = [0, 0]
+
+    def py_frames(u: object, d: int, c: int, p: object) -> None:
+        if d == RES and c == NODE:
+            t0 = time.perf_counter_ns()
+            keep.append(attribution.grab_node_info(sys._getframe(1)))
+            inside[0] += time.perf_counter_ns() - t0
+            inside[1] += 1
+
+    def py_getframe(u: object, d: int, c: int, p: object) -> None:
+        if d == RES and c == NODE:
+            keep.append(sys._getframe(1).f_code)
+
+    def py_grab(u: object, d: int, c: int, p: object) -> None:
+        if d == RES and c == NODE:
+            keep.append(attribution.grab(sys._getframe(1)))
+
+    def py_grabnode(u: object, d: int, c: int, p: object) -> None:
+        if d == RES and c == NODE:
+            keep.append(attribution.grab_node(sys._getframe(1)))
+
+    def py_export(u: object, d: int, c: int, p: object) -> None:
+        if d == RES:
+            if c == NODE:
+                keep.append(attribution.grab_node_info(sys._getframe(1)))
+            elif c == EXEC and p:
+                desc = ptr(p + L.desc)  # type: ignore[operator]
+                keep.append(graph_data(ptr(desc + L.graph), ptr(desc + L.exec), with_environment=False))
+
+    cfuncs = {"py_noop": _CB(py_noop), "py_frames": _CB(py_frames), "py_export": _CB(py_export),
+              "py_getframe": _CB(py_getframe), "py_grab": _CB(py_grab), "py_grabnode": _CB(py_grabnode)}
+    cnoop = _c_noop()
+    configs = ["bare", "subscribed", "py_noop", "py_getframe", "py_grab", "py_grabnode", "py_frames", "py_export",
+               "recorder", "recorder_nodefer"]
+    if cnoop is not None:
+        configs.insert(2, "c_noop")
+    tmp = tempfile.mkdtemp()
+
+    torch.manual_seed(0)
+    model = Model(a.layers).cuda().eval()
+    static_in = {bs: torch.zeros(bs, HIDDEN, device="cuda") for bs in BATCH_SIZES}
+    with torch.no_grad():
+        for bs in BATCH_SIZES:
+            model(static_in[bs])
+    torch.cuda.synchronize()
+
+    def capture_all() -> list[float]:
+        pool = torch.cuda.graph_pool_handle()
+        graphs, outs, times = [], [], []
+        with torch.no_grad():
+            for bs in BATCH_SIZES:
+                g = torch.cuda.CUDAGraph()
+                t0 = time.perf_counter()
+                with torch.cuda.graph(g, pool=pool):
+                    outs.append(model(static_in[bs]))
+                torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+                graphs.append(g)
+        for g in graphs:
+            g.replay()
+        torch.cuda.synchronize()
+        del graphs, outs
+        return times
+
+    samples: dict[str, list[float]] = {c: [] for c in configs}
+    for r in range(a.rounds + 1):  # round 0 warms every configuration up and is dropped
+        order = configs[r % len(configs):] + configs[:r % len(configs)]
+        for cfg in order:
+            sub = rec = None
+            if cfg == "subscribed":
+                sub = Sub(lib, cupti, cfuncs["py_noop"], enable=False)
+            elif cfg == "c_noop":
+                sub = Sub(lib, cupti, cnoop.cb, enable=True)  # type: ignore[union-attr]
+            elif cfg in cfuncs:
+                sub = Sub(lib, cupti, cfuncs[cfg], enable=True)
+            elif cfg.startswith("recorder"):
+                rec = Recorder(os.path.join(tmp, f"{cfg}{r}"), program=["probe"])
+                if cfg == "recorder_nodefer":
+                    rec._quiet_s = 0.0
+                os.makedirs(rec.out_dir, exist_ok=True)
+                rec.start()
+            times = capture_all()
+            if sub is not None:
+                sub.close()
+            if rec is not None:
+                rec.finish(0)
+            keep.clear()
+            if r:
+                samples[cfg].extend(times)
+    shutil.rmtree(tmp, ignore_errors=True)
+    bare = statistics.median(samples["bare"])
+    summary = {
+        "layers": a.layers, "rounds": a.rounds, "graphs_per_round": len(BATCH_SIZES),
+        "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+        "median_ms": {c: statistics.median(v) * 1e3 for c, v in samples.items()},
+        "ratio_to_bare": {c: statistics.median(v) / bare for c, v in samples.items()},
+        "node_us": inside[0] / max(inside[1], 1) / 1e3,
+        "python": sys.version.split()[0],
+        "raw_ms": {c: [x * 1e3 for x in v] for c, v in samples.items()},
+    }
+    with open(a.out, "w") as f:
+        json.dump(summary, f, indent=1)
+    for c in configs:
+        print(f"{c:>16}: {summary['median_ms'][c]:7.2f} ms  {summary['ratio_to_bare'][c]:5.2f}x")
+    print(f"grab_node_info inside the node callback: {summary['node_us']:.2f} us per node")
+
+
+if __name__ == "__main__":
+    main()

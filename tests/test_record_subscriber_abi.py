@@ -1,0 +1,48 @@
+"""The recorder's CUPTI constants and struct offsets (``_subscriber``) against cupti-python's own.
+
+The recorder subscribes before the program starts without importing cupti-python, so it carries
+CUPTI's callback ids and layouts itself; cupti-python (generated from CUPTI's headers) is the
+independent source. Skipped where cupti-python is not installed (it runs on the GPU machine).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cgtool.capture.record import _subscriber as S
+
+
+@pytest.fixture(scope="module")
+def cupti():  # type: ignore[no-untyped-def]
+    pytest.importorskip("cupti")
+    try:
+        from cupti import cupti as c
+    except Exception as e:  # a cupti-python that cannot load here
+        pytest.skip(f"cupti-python does not load here: {e}")
+    return c
+
+
+def test_constants_and_layout_match_cupti_python(cupti) -> None:  # type: ignore[no-untyped-def]
+    assert S.mismatches(cupti) == []
+    assert S.DOMAIN_RESOURCE == int(cupti.CallbackDomain.RESOURCE)
+    assert S.DOMAIN_RUNTIME == int(cupti.CallbackDomain.RUNTIME_API)
+    assert S.DOMAIN_DRIVER == int(cupti.CallbackDomain.DRIVER_API)
+    for name, v in S.RESOURCE.items():
+        assert int(getattr(cupti.CallbackIdResource, name)) == v
+
+
+@pytest.mark.parametrize("prefix", ["cudaStreamBeginCapture", "cudaStreamEndCapture", "cudaGraphInstantiate",
+                                    "cudaGraphLaunch"])
+def test_runtime_ids_are_every_variant_cupti_python_knows(cupti, prefix: str) -> None:  # type: ignore[no-untyped-def]
+    theirs = {int(v) for k, v in cupti.runtime_api_trace_cbid.__members__.items() if k.startswith(prefix)}
+    assert S.runtime_ids(prefix) == theirs
+
+
+def test_driver_launch_ids(cupti) -> None:  # type: ignore[no-untyped-def]
+    theirs = {int(v) for k, v in cupti.driver_api_trace_cbid.__members__.items() if k.startswith("cuGraphLaunch")}
+    assert set(S.DRIVER.values()) == theirs
+
+
+def test_mismatches_reports_a_wrong_constant(cupti, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setitem(S.RESOURCE, "GRAPHNODE_CREATED", 99)
+    assert any("GRAPHNODE_CREATED" in m for m in S.mismatches(cupti))
