@@ -15,8 +15,10 @@ synchronize, as the runner times it) and its ratio to the bare capture:
 * ``py_noop``: the same callbacks, a Python (ctypes) function that returns at once;
 * ``py_frames``: node callbacks keep the recorder's raw frames (``attribution.grab_node_info``);
 * ``py_export``: and the exec-created callback reads the topology (``export.graph_data``);
-* ``recorder``: the recorder itself (``Recorder.start()`` ... ``finish()``), writer thread included;
-  ``recorder_nodefer``: with its writer writing each graph at once (``CGTOOL_RECORD_WRITER_QUIET_S=0``).
+* ``recorder``: the recorder itself (``Recorder.start()`` ... ``finish()``), writer thread included,
+  with its compiled node callback where it is built; ``recorder_py``: with its Python callback
+  (``CGTOOL_RECORD_SUBSCRIBER=ctypes``); ``recorder_nodefer``: the Python callback and a writer
+  that writes each graph at once (``CGTOOL_RECORD_WRITER_QUIET_S=0``).
 
 And the node callback's parts, each alone: ``py_getframe`` (``sys._getframe``), ``py_grab``
 (``attribution.grab``: code and lasti per frame), ``py_grabnode`` (``grab_node``: and the module);
@@ -186,7 +188,7 @@ def main() -> None:
               "py_getframe": _CB(py_getframe), "py_grab": _CB(py_grab), "py_grabnode": _CB(py_grabnode)}
     cnoop = _c_noop()
     configs = ["bare", "subscribed", "py_noop", "py_getframe", "py_grab", "py_grabnode", "py_frames", "py_export",
-               "recorder", "recorder_nodefer"]
+               "recorder", "recorder_py", "recorder_nodefer"]
     if cnoop is not None:
         configs.insert(2, "c_noop")
     tmp = tempfile.mkdtemp()
@@ -218,6 +220,7 @@ def main() -> None:
         return times
 
     samples: dict[str, list[float]] = {c: [] for c in configs}
+    subscribers: dict[str, str] = {}
     for r in range(a.rounds + 1):  # round 0 warms every configuration up and is dropped
         order = configs[r % len(configs):] + configs[:r % len(configs)]
         for cfg in order:
@@ -232,8 +235,12 @@ def main() -> None:
                 rec = Recorder(os.path.join(tmp, f"{cfg}{r}"), program=["probe"])
                 if cfg == "recorder_nodefer":
                     rec._quiet_s = 0.0
+                if cfg != "recorder":
+                    os.environ["CGTOOL_RECORD_SUBSCRIBER"] = "ctypes"
                 os.makedirs(rec.out_dir, exist_ok=True)
                 rec.start()
+                os.environ.pop("CGTOOL_RECORD_SUBSCRIBER", None)
+                subscribers[cfg] = rec.subscriber
             times = capture_all()
             if sub is not None:
                 sub.close()
@@ -250,6 +257,7 @@ def main() -> None:
         "median_ms": {c: statistics.median(v) * 1e3 for c, v in samples.items()},
         "ratio_to_bare": {c: statistics.median(v) / bare for c, v in samples.items()},
         "node_us": inside[0] / max(inside[1], 1) / 1e3,
+        "recorder_subscribers": subscribers,
         "python": sys.version.split()[0],
         "raw_ms": {c: [x * 1e3 for x in v] for c, v in samples.items()},
     }
@@ -258,6 +266,7 @@ def main() -> None:
     for c in configs:
         print(f"{c:>16}: {summary['median_ms'][c]:7.2f} ms  {summary['ratio_to_bare'][c]:5.2f}x")
     print(f"grab_node_info inside the node callback: {summary['node_us']:.2f} us per node")
+    print("recorder subscribers:", subscribers)
 
 
 if __name__ == "__main__":

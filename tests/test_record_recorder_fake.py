@@ -37,6 +37,10 @@ def graph_event(self, cbid: _Res, graph: int = 0, node: int = 0, orig_node: int 
     self.keep.append(gd)
     self._deliver(_Dom.RESOURCE, cbid, rd)
 
+def c_deliverer(cfn: Any) -> Any:
+    # a delivery through a C callback (CUPTI calls it from the CUDA call the library made)
+    return lambda u, dom, cbid, data: cfn(None, int(dom), int(cbid), data.ptr)
+
 def api(self, cbid: int, site: _Site, params_first: int = 0, corr: int = 0, dom: _Dom = _Dom.RUNTIME_API) -> None:
     p = (ctypes.c_void_p * 2)(params_first, 0)
     self.keep.append(p)
@@ -174,6 +178,73 @@ def test_recorder_writes_graphs_with_lines_and_counts(fake: FakeCupti, tmp_path:
         assert doc["cgtool"]["record"]["replays"] == idx["graphs"][i]["replays"]
         # the capture began in this test function, called from the test body
         assert doc["cgtool"]["record"]["captured_at"]["function"] == "_capture"
+
+
+class _FakeLibcupti:
+    """libcupti's subscribe calls, for the compiled callback: callbacks are delivered by calling
+    the C function whose address ``cuptiSubscribe`` received, through ctypes, as CUPTI would."""
+
+    def __init__(self, f: FakeCupti) -> None:
+        self.f = f
+        proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p)
+
+        def subscribe(ref: Any, fn: int, userdata: Any) -> int:
+            ref._obj.value = 1
+            f.cb = _lib["c_deliverer"](proto(fn))
+            return 0
+
+        def enable(on: int, sub: Any, dom: int, cbid: int) -> int:
+            f.enable_callback(on, sub, dom, cbid)
+            return 0
+
+        def unsubscribe(sub: Any) -> int:
+            f.cb = None
+            return 0
+
+        self.cuptiSubscribe, self.cuptiEnableCallback, self.cuptiUnsubscribe = subscribe, enable, unsubscribe
+        self.cuptiGetGraphId = lambda g, out: 0
+        self.cuptiGetTimestamp = lambda out: 0
+
+
+def test_compiled_callback_stores_the_same_nodes(fake: FakeCupti, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C node callback (``_nodecb.c``) against the Python one: same lines, modules, ranges."""
+    from cgtool.capture.record import _subscriber, attribution
+    from cgtool.capture.record.recorder import Recorder
+
+    if _subscriber.compiled_callback() is None:
+        pytest.skip("the compiled callback is not built here (Python < 3.11 or no C compiler)")
+    monkeypatch.setattr(_subscriber, "load_libcupti", lambda: _FakeLibcupti(fake))
+
+    class Attn:  # an nn.Module stand-in: `forward(self, ...)` with `_modules`
+        _modules: dict[str, Any] = {}
+
+        def forward(self, f: FakeCupti, graph: int, handles: list[int], exec_: int) -> list[int]:
+            return _capture(f, graph, handles, exec_)
+
+    docs = {}
+    for how in ("cupti-python", "c"):
+        monkeypatch.setenv("CGTOOL_RECORD_SUBSCRIBER", how)
+        out = tmp_path / how
+        out.mkdir()
+        rec = Recorder(str(out), program=["prog.py"])
+        rec.start()
+        assert rec.subscriber == how
+        attribution.ranges.names.append("my_range")
+        try:
+            lines = Attn().forward(fake, 100, [11, 12, 13], 5000)
+        finally:
+            attribution.ranges.names.pop()
+        rec.finish(0)
+        idx = json.loads((out / "index.json").read_text())
+        assert idx["recorder_errors"] == [], idx["recorder_errors"]
+        assert idx["callback_stats"]["3/13"]["calls"] == 3
+        docs[how] = json.loads((out / "graph_000.json").read_text())["cgtool"]["nodes"]
+        srcs = [n["source"] for n in docs[how]]
+        assert [s["line"] for s in srcs] == lines and {s["file"] for s in srcs} == {__file__}
+    assert [n["source"] for n in docs["c"]] == [n["source"] for n in docs["cupti-python"]]
+    assert all(n["source"].get("record_function") == "my_range" for n in docs["c"]), docs["c"][0]["source"]
+    assert all("Attn" in str(n["source"]) for n in docs["c"]), docs["c"][0]["source"]
 
 
 def test_exec_handle_reuse_keeps_counts_apart(fake: FakeCupti, tmp_path: Path) -> None:

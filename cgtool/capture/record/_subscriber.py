@@ -11,6 +11,10 @@ Two ways in, same handler:
   before the program starts without importing cupti-python (0.4 s of numpy and Cython modules
   before torch, 0.17 s after it: ``benchmarks/probe_record_fixed_costs.py``), and the process
   still maps one libcupti (``benchmarks/probe_libcupti.py`` prints the mapped paths).
+* ``"c"``: the same, with the compiled callback of ``_nodecb.c`` (built at install where a C compiler
+  and Python >= 3.11 are there): it stores node-creation callbacks itself and hands every other
+  callback to the handler. A Python callback costs the capture of a graph 9 % before doing
+  anything and 23 % for reading one frame; the C one 0 % (``benchmarks/probe_record_capture.py``).
 * ``"cupti-python"``: ``cupti.subscribe`` (its wrappers expose ``.ptr``, the same struct pointer).
 
 Callback domains and ids are the constants below, from CUPTI's headers; the struct layouts
@@ -184,7 +188,7 @@ class Subscriber:
         self.how = how
         self._handler = handler
         self._cfunc: Any = None
-        if how == "ctypes":
+        if how in ("ctypes", "c"):
             lib = lib if lib is not None else libcupti(cupti)
             lib.cuptiSubscribe.argtypes = [ctypes.POINTER(ctypes.c_void_p), _CB, ctypes.c_void_p]
             lib.cuptiSubscribe.restype = ctypes.c_int
@@ -197,9 +201,15 @@ class Subscriber:
             def _raw(userdata: Any, domain: int, cbid: int, cbdata: Any) -> None:
                 handler(domain, cbid, cbdata or 0)
 
-            self._cfunc = _CB(_raw)  # kept alive as long as the subscriber
             sub = ctypes.c_void_p()
-            rc = lib.cuptiSubscribe(ctypes.byref(sub), self._cfunc, None)
+            if how == "c":  # the compiled callback (_nodecb.c): the handler is configured there
+                from cgtool.capture.record import _nodecb
+
+                lib.cuptiSubscribe.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p]
+                rc = lib.cuptiSubscribe(ctypes.byref(sub), _nodecb.address(), None)
+            else:
+                self._cfunc = _CB(_raw)  # kept alive as long as the subscriber
+                rc = lib.cuptiSubscribe(ctypes.byref(sub), self._cfunc, None)
             if rc != 0:
                 raise SubscribeError(rc, result_name(rc, lib, cupti))
             self.handle: Any = sub
@@ -214,7 +224,7 @@ class Subscriber:
                 raise SubscribeError(status, result_name(status, None, cupti)) from None
 
     def enable(self, domain: int, cbid: int, on: bool = True) -> None:
-        if self.how == "ctypes":
+        if self.how in ("ctypes", "c"):
             rc = self._lib.cuptiEnableCallback(1 if on else 0, self.handle, int(domain), int(cbid))
             if rc != 0:
                 raise OSError(f"cuptiEnableCallback({domain}, {cbid}) returned {result_name(rc, self._lib, self.cupti)}")
@@ -222,10 +232,23 @@ class Subscriber:
             self.cupti.enable_callback(1 if on else 0, self.handle, int(domain), int(cbid))
 
     def unsubscribe(self) -> None:
-        if self.how == "ctypes":
+        if self.how in ("ctypes", "c"):
             self._lib.cuptiUnsubscribe(self.handle)
+            if self.how == "c":
+                from cgtool.capture.record import _nodecb
+
+                _nodecb.deactivate()
         else:
             self.cupti.unsubscribe(self.handle)
+
+
+def compiled_callback() -> Any:
+    """The ``_nodecb`` extension module, or None where it was not built (no compiler, Python < 3.11)."""
+    try:
+        from cgtool.capture.record import _nodecb
+    except ImportError:
+        return None
+    return _nodecb
 
 
 def result_name(status: int, lib: Any = None, cupti: Any = None) -> str:

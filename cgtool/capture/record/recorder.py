@@ -172,7 +172,8 @@ class Recorder:
         of 0.46 s, ``benchmarks/probe_record_fixed_costs.py``), outside any graph's capture.
         """
         t0 = time.perf_counter()
-        how = os.environ.get("CGTOOL_RECORD_SUBSCRIBER", "ctypes")
+        how = os.environ.get("CGTOOL_RECORD_SUBSCRIBER") or (
+            "c" if _subscriber.compiled_callback() is not None and not (self._lite or self._noframes) else "ctypes")
         if not _cupti_installed():
             raise MissingExtraError(
                 "`cgtool record`",
@@ -180,12 +181,12 @@ class Recorder:
                 "CUPTI, e.g. `pip install 'cupti-python==13.0.*'` for CUDA 13.0",
             )
         lib = None
-        if how == "ctypes":
+        if how in ("ctypes", "c"):
             try:
                 lib = _subscriber.load_libcupti()
             except OSError as e:  # no cuda.pathfinder, or one that cannot find it: cupti-python's copy
                 self.errors.append(f"libcupti through cuda.pathfinder: {e}; found through cupti-python")
-        if lib is None or self.coverage or how != "ctypes":
+        if lib is None or self.coverage or how not in ("ctypes", "c"):
             self._load_cupti()
         t1 = time.perf_counter()
         self.timings["import_cupti_s"] = t1 - t0
@@ -212,7 +213,13 @@ class Recorder:
                 "CGTOOL_RECORD_SUBSCRIBER=cupti-python to use cupti-python's own subscribe (slower "
                 "capture). The program was not started."
             ) from None
-        self._ids: Any = _subscriber.Ids(lib if lib is not None else self._sub._lib) if how == "ctypes" else cupti
+        self._ids: Any = _subscriber.Ids(self._sub._lib) if how in ("ctypes", "c") else cupti
+        if how == "c":
+            _subscriber.compiled_callback().configure(
+                handler=self._callback, nodes=self._nodes, node_graph=self._node_graph,
+                ranges=attribution.ranges.names, stop=attribution._STOP_KEEP, main_thread=self._main,
+                resource_domain=_subscriber.DOMAIN_RESOURCE, node_cbid=_subscriber.RESOURCE["GRAPHNODE_CREATED"],
+                off_desc=self._L.desc, off_graph=self._L.graph, off_node=self._L.node)
         t2 = time.perf_counter()
         self.timings["subscribe_s"] = t2 - t1
         S = _subscriber
@@ -275,6 +282,9 @@ class Recorder:
         try:
             from cgtool.capture import export
 
+            nodecb = _subscriber.compiled_callback() if self.subscriber == "c" else None
+            if nodecb is not None:
+                nodecb.set_autograd(getattr(torch._C, "_current_autograd_node", None))
             if export.id_source_available() != "driver":
                 self._load_cupti()  # the export's node ids on drivers before 13.1
         except Exception:  # only early: the first graph's export imports them again and reports why not
@@ -829,6 +839,12 @@ class Recorder:
                 g["kernels"] = self._cov_graph_kernels.get(r.exec_graph_id, 0)
             graphs.append(g)
         stats = dict(self._cb_stats)
+        if getattr(self, "subscriber", None) == "c":  # node callbacks counted by the compiled callback
+            calls, ns, errs = _subscriber.compiled_callback().stats()
+            prev = stats.get((self._D_RES, self._R_NODE), [0, 0])  # other threads' nodes, in Python
+            stats[(self._D_RES, self._R_NODE)] = [prev[0] + calls, prev[1] + ns]
+            if errs and not any(e.startswith("compiled node callback") for e in self.errors):
+                self.errors.append(f"compiled node callback: {errs} callback(s) failed")
         doc: dict[str, Any] = {
             "cgtool_record": RECORD_SCHEMA_VERSION,
             "program": self.program,
