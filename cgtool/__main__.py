@@ -1,3 +1,3 @@
-from cgtool.cli.main import main
+from cgtool.cli.entry import main
 
 main()

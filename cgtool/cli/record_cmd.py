@@ -8,8 +8,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from cgtool.cli._common import err
-
 _HELP = """Run a program unchanged and record every CUDA graph it instantiates.
 
 Write the program after `--`: `cgtool record -o rec -- python train.py --lr 3e-4` (or `-m module`). \
@@ -42,9 +40,7 @@ def record(
     node_rank: Annotated[Optional[int], typer.Option("--node-rank", help="Passed to torchrun.")] = None,
     rdzv_endpoint: Annotated[Optional[str], typer.Option("--rdzv-endpoint", help="Passed to torchrun.")] = None,
 ) -> None:
-    from cgtool.capture.record.launcher import RecordSpec, normalise_program, run
-    from cgtool.artifacts.recording import load_recordings
-    from cgtool.report.record_table import record_summary
+    from cgtool.capture.record.launcher import RecordSpec, finish, normalise_program, start
 
     program = normalise_program(list(ctx.args))
     tr: list[str] = []
@@ -53,7 +49,13 @@ def record(
             tr += [flag, str(v)]
     spec = RecordSpec(program=program, out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip,
                       coverage=coverage, nproc_per_node=nproc_per_node, torchrun_args=tr)
-    code = run(spec)
+    child = start(spec)
+    # Loaded while the program runs (its own process): the summary's modules cost nothing then.
+    from cgtool.artifacts.recording import load_recordings
+    from cgtool.cli._common import err
+    from cgtool.report.record_table import record_summary
+
+    code = finish(spec, child)
     try:
         record_summary(err, load_recordings(out))
     except Exception as e:  # a program killed hard may leave no index: its exit code still matters more

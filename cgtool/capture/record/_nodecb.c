@@ -59,6 +59,12 @@ static PyObject *module_of(PyFrameObject *frame, PyCodeObject *code) {
         if (PyErr_Occurred()) PyErr_Clear();
         return NULL;
     }
+#if PY_VERSION_HEX >= 0x030C0000
+    /* `self` read straight from the frame: neither co_varnames (a new tuple on every read) nor
+     * f_locals (a dict of every local) is built. */
+    PyObject *obj = PyFrame_GetVar(frame, s_self);
+    if (!obj) { PyErr_Clear(); return NULL; }
+#else
     PyObject *names = PyObject_GetAttr((PyObject *)code, s_varnames);
     int is_self = names && PyTuple_Check(names) && PyTuple_GET_SIZE(names) > 0 &&
                   PyUnicode_Compare(PyTuple_GET_ITEM(names, 0), s_self) == 0;
@@ -69,6 +75,7 @@ static PyObject *module_of(PyFrameObject *frame, PyCodeObject *code) {
     PyObject *obj = PyObject_GetItem(locals, s_self);
     Py_DECREF(locals);
     if (!obj) { PyErr_Clear(); return NULL; }
+#endif
     if (!PyObject_HasAttr(obj, s_modules)) { Py_DECREF(obj); PyErr_Clear(); return NULL; }
     PyObject *cls = (PyObject *)Py_TYPE(obj);
     Py_INCREF(cls);

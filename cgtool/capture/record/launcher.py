@@ -96,16 +96,30 @@ def child_command(spec: RecordSpec) -> list[str]:
 
 def run(spec: RecordSpec) -> int:
     """Run the program under the recorder; its exit code, or RecordSetupFailed if it never ran."""
+    return finish(spec, start(spec))
+
+
+def start(spec: RecordSpec) -> subprocess.Popen[bytes]:
+    """Prepare the output folder and start the recording child (the program runs from here on)."""
     prepare_out(spec.out, spec.force)
     env = dict(os.environ)
     # The child must import this cgtool, wherever it was installed from.
     root = str(Path(__file__).resolve().parents[3])
     env["CGTOOL_RECORD_PARENT"] = "1"
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return subprocess.Popen(child_command(spec), env=env)
+
+
+def finish(spec: RecordSpec, proc: subprocess.Popen[bytes]) -> int:
+    """Wait for the child started by :func:`start`: the program's exit code, or RecordSetupFailed."""
     try:
-        proc = subprocess.run(child_command(spec), env=env)
-        code = proc.returncode
-    except KeyboardInterrupt:
+        code = proc.wait()
+    except KeyboardInterrupt:  # the child got the same Ctrl-C: let it finish its recording
+        try:
+            proc.wait()
+        except KeyboardInterrupt:
+            proc.kill()
+            proc.wait()
         code = 130
     for err_file in [spec.out / "error.json", *sorted(spec.out.glob("rank*/error.json"))]:
         if err_file.exists():
