@@ -98,7 +98,7 @@ def install(f: FakeCupti, setattr: Any) -> None:
     f.graphs = graphs  # type: ignore[attr-defined]
 
     def graph_data(graph: int, exec_: int, *, with_environment: bool = True,
-                   handles_out: list[int] | None = None) -> dict[str, Any]:
+                   handles_out: list[int] | None = None, cupti: Any = None) -> dict[str, Any]:
         handles = graphs[graph]
         if handles_out is not None:
             handles_out.extend(handles)
@@ -202,7 +202,7 @@ class _FakeLibcupti:
             return 0
 
         self.cuptiSubscribe, self.cuptiEnableCallback, self.cuptiUnsubscribe = subscribe, enable, unsubscribe
-        self.cuptiGetGraphId = lambda g, out: 0
+        self.cuptiGetGraphId = self.cuptiGetGraphExecId = self.cuptiGetGraphNodeId = lambda h, out: 0
         self.cuptiGetTimestamp = lambda out: 0
 
 

@@ -46,3 +46,26 @@ def test_driver_launch_ids(cupti) -> None:  # type: ignore[no-untyped-def]
 def test_mismatches_reports_a_wrong_constant(cupti, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setitem(S.RESOURCE, "GRAPHNODE_CREATED", 99)
     assert any("GRAPHNODE_CREATED" in m for m in S.mismatches(cupti))
+
+
+@pytest.mark.gpu
+def test_ctypes_ids_equal_cupti_pythons_on_a_real_graph(cupti) -> None:  # type: ignore[no-untyped-def]
+    """The recorder's node ids (one C loop, or ctypes) are cupti-python's, node for node."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from cgtool.capture import _fastcuda
+
+    x = torch.ones(64, device="cuda")
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(g):
+        y = (x * 2).relu() + x.sin()
+    raw = int(g.raw_cuda_graph())
+    handles = list(_fastcuda.load().nodes(raw))
+    assert len(handles) >= 3
+    ids = S.Ids(S.load_libcupti())
+    expected = [int(cupti.get_graph_node_id(h)) for h in handles]
+    assert ids.graph_node_ids(handles) == expected
+    assert [ids.get_graph_node_id(h) for h in handles] == expected
+    assert ids.get_graph_id(raw) == int(cupti.get_graph_id(raw))
+    del y, g

@@ -24,7 +24,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import gc
+import importlib.util
 import os
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -123,7 +125,7 @@ class Export:
 
 def graph_data(
     raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto",
-    with_environment: bool = True, handles_out: list[int] | None = None,
+    with_environment: bool = True, handles_out: list[int] | None = None, cupti: Any = None,
 ) -> dict[str, Any]:
     """The export of the template ``raw_graph`` as instantiated into ``raw_exec``.
 
@@ -132,14 +134,16 @@ def graph_data(
     ``impl`` picks the per-node calls: "ctypes" (fast), "bindings" (cuda.bindings), "auto".
     ``with_environment=False`` leaves ``cgtool.environment`` out (the recorder adds it off the
     CUDA callback); ``handles_out`` receives the node handles, in the order of ``nodes``.
+    ``cupti``: what gives CUPTI's ids where the driver cannot (cupti-python's module by default;
+    the recorder passes its ctypes ``_subscriber.Ids``, which may add a batch ``graph_node_ids``).
     """
     return export(raw_graph, raw_exec, with_meta=with_meta, id_source=id_source, impl=impl,
-                  with_environment=with_environment, handles_out=handles_out).data
+                  with_environment=with_environment, handles_out=handles_out, cupti=cupti).data
 
 
 def export(
     raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto", impl: str = "auto",
-    with_environment: bool = True, handles_out: list[int] | None = None,
+    with_environment: bool = True, handles_out: list[int] | None = None, cupti: Any = None,
 ) -> Export:
     """:func:`graph_data` with the node-type counts of the same pass."""
     # The export allocates a few containers per node and keeps them all: every cyclic-GC run it
@@ -148,14 +152,24 @@ def export(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _export(int(raw_graph), int(raw_exec), with_meta, id_source, impl, with_environment, handles_out)
+        return _export(int(raw_graph), int(raw_exec), with_meta, id_source, impl, with_environment, handles_out,
+                       cupti)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
+def _installed(module: str) -> bool:
+    if module in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl: str,
-            with_environment: bool, handles_out: list[int] | None) -> Export:
+            with_environment: bool, handles_out: list[int] | None, cupti_ids: Any = None) -> Export:
     rt, drv = require_bindings("Graph export")
     graph = rt.cudaGraph_t(init_value=raw_graph)
     t0 = time.perf_counter()
@@ -181,7 +195,7 @@ def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl
         def tools_local(i: int) -> int:
             return int(tools_id_of(node_obj(i))[1])
     else:
-        cupti = optional_cupti()
+        cupti = cupti_ids if cupti_ids is not None else optional_cupti()
         if cupti is None:
             raise MissingExtraError(
                 "Graph export on a CUDA driver older than 13.1",
@@ -243,7 +257,10 @@ def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl
     for i, (kname, _) in by_bindings.items():
         knames[i] = kname
 
-    if node_id is not None:
+    batch = getattr(cupti_ids, "graph_node_ids", None) if node_id is not None else None
+    if batch is not None:
+        ids = np.array(batch(handles), dtype=np.uint64).reshape(n)
+    elif node_id is not None:
         ids = np.fromiter(map(node_id, handles), dtype=np.uint64, count=n)
     else:
         ids = np.array([tools_local(i) for i in range(n)], dtype=np.uint64)
@@ -414,7 +431,8 @@ def host_environment() -> dict[str, Any]:
     thread may ask. Cached: NVML initialisation alone costs tens of milliseconds."""
     return {
         "driver_version": _nvml_driver(),
-        "cupti_python": _pkg_version("cupti-python") if optional_cupti() is not None else None,
+        # installed, not imported: `cgtool record` runs without loading it (0.34 s after torch)
+        "cupti_python": _pkg_version("cupti-python") if _installed("cupti") else None,
         "cuda_bindings": _pkg_version("cuda-bindings"),
     }
 

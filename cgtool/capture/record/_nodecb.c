@@ -267,7 +267,38 @@ static PyObject *address(PyObject *mod, PyObject *unused) {
     return PyLong_FromVoidPtr((void *)&callback);
 }
 
+/* node_ids(fn, handles): cuptiGetGraphNodeId (at address fn) of every node handle, as a list.
+ * One C loop instead of a Python-level call per node (the recorder's export needs them for every
+ * graph; cupti-python's own call costs 0.4 us a node and 0.34 s to import after torch). */
+typedef int (*get_node_id_fn)(void *node, uint64_t *id);
+
+static PyObject *node_ids(PyObject *mod, PyObject *args) {
+    unsigned long long addr;
+    PyObject *handles;
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "KO!", &addr, &PyList_Type, &handles)) return NULL;
+    get_node_id_fn fn = (get_node_id_fn)(uintptr_t)addr;
+    Py_ssize_t n = PyList_GET_SIZE(handles);
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        void *h = PyLong_AsVoidPtr(PyList_GET_ITEM(handles, i));
+        if (!h && PyErr_Occurred()) { Py_DECREF(out); return NULL; }
+        uint64_t id = 0;
+        int rc = fn(h, &id);
+        if (rc) {
+            Py_DECREF(out);
+            return PyErr_Format(PyExc_OSError, "cuptiGetGraphNodeId returned %d", rc);
+        }
+        PyObject *v = PyLong_FromUnsignedLongLong(id);
+        if (!v) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"node_ids", node_ids, METH_VARARGS, "node_ids(fn_address, handles): cuptiGetGraphNodeId of each handle."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(handler, nodes, node_graph, ranges, stop, main_thread, resource_domain, node_cbid, off_desc, "
      "off_graph, off_node): start storing nodes; everything else goes to handler(domain, cbid, cbdata)."},

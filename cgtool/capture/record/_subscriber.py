@@ -268,13 +268,45 @@ def result_name(status: int, lib: Any = None, cupti: Any = None) -> str:
 
 
 class Ids:
-    """The few CUPTI calls the recorder makes outside callbacks' data, through ctypes."""
+    """The CUPTI calls the recorder makes besides callbacks, through ctypes: graph and exec ids,
+    the timestamp, and node ids for the export (``export.graph_data(..., cupti=ids)``: it has
+    cupti-python's ``get_graph_exec_id`` / ``get_graph_node_id`` and a batch ``graph_node_ids``),
+    so that a recording without ``--coverage`` never imports cupti-python."""
 
     def __init__(self, lib: Any) -> None:
         self._graph = lib.cuptiGetGraphId
         self._graph.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]
+        self._exec = lib.cuptiGetGraphExecId
+        self._exec.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]
+        self._node = lib.cuptiGetGraphNodeId
+        self._node.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]
+        try:
+            self._node_addr = ctypes.cast(self._node, ctypes.c_void_p).value or 0
+        except (TypeError, ctypes.ArgumentError):  # not a C function (a test's stand-in): one call a node
+            self._node_addr = 0
         self._ts = lib.cuptiGetTimestamp
         self._ts.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
+        self._batch = compiled_callback()
+
+    def get_graph_exec_id(self, exec_: int) -> int:
+        out = ctypes.c_uint32()
+        rc = self._exec(exec_, ctypes.byref(out))
+        if rc:
+            raise OSError(f"cuptiGetGraphExecId returned {rc}")
+        return int(out.value)
+
+    def get_graph_node_id(self, node: int) -> int:
+        out = ctypes.c_uint64()
+        rc = self._node(node, ctypes.byref(out))
+        if rc:
+            raise OSError(f"cuptiGetGraphNodeId returned {rc}")
+        return int(out.value)
+
+    def graph_node_ids(self, handles: list[int]) -> list[int]:
+        """The ids of many nodes: one C loop where the compiled module is built."""
+        if self._batch is not None and self._node_addr:
+            return list(self._batch.node_ids(self._node_addr, list(handles)))
+        return [self.get_graph_node_id(h) for h in handles]
 
     def get_graph_id(self, graph: int) -> int:
         out = ctypes.c_uint32()

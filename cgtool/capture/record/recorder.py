@@ -287,8 +287,9 @@ class Recorder:
             nodecb = _subscriber.compiled_callback() if self.subscriber == "c" else None
             if nodecb is not None:
                 nodecb.set_autograd(getattr(torch._C, "_current_autograd_node", None))
-            if export.id_source_available() != "driver":
-                self._load_cupti()  # the export's node ids on drivers before 13.1
+            # The export's node ids on drivers before 13.1: through the ctypes Ids, else cupti-python.
+            if not isinstance(self._ids, _subscriber.Ids) and export.id_source_available() != "driver":
+                self._load_cupti()
         except Exception:  # only early: the first graph's export imports them again and reports why not
             pass
         self.timings["after_torch_imports_s"] = time.perf_counter() - t0
@@ -524,7 +525,8 @@ class Recorder:
             except Exception:
                 pass
         handles: list[int] = []
-        data = graph_data(graph, exec_, with_environment=False, handles_out=handles)
+        ids = self._ids if isinstance(self._ids, _subscriber.Ids) else None
+        data = graph_data(graph, exec_, with_environment=False, handles_out=handles, cupti=ids)
         t2 = time.perf_counter()
         infos = dict(self._nodes.get(graph, {}))
         caller = _caller_frame()
