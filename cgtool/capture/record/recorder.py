@@ -284,6 +284,15 @@ class Recorder:
             from cgtool.capture import export
 
             self.timings["after_torch_export_import_s"] = time.perf_counter() - t0
+            # What the first export would load inside the first capture: cuda.bindings (no CUDA
+            # call that needs a context), libcuda's entry points, the demangler.
+            from cgtool.artifacts.names import demangle
+            from cgtool.capture import _deps, _fastcuda
+
+            rt, drv = _deps.require_bindings("Graph export")
+            export._node_type_names(rt, drv)
+            _fastcuda.load()
+            demangle("_Z1fv")
             nodecb = _subscriber.compiled_callback() if self.subscriber == "c" else None
             if nodecb is not None:
                 nodecb.set_autograd(getattr(torch._C, "_current_autograd_node", None))
