@@ -170,6 +170,44 @@ def _installed(module: str) -> bool:
 
 def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl: str,
             with_environment: bool, handles_out: list[int] | None, cupti_ids: Any = None) -> Export:
+    raw = read_graph(raw_graph, raw_exec, with_meta=with_meta, id_source=id_source, impl=impl, cupti=cupti_ids)
+    if handles_out is not None:
+        handles_out.extend(raw.handles)
+    return build(raw, with_meta=with_meta, with_environment=with_environment)
+
+
+@dataclass
+class RawGraph:
+    """What an export reads from the driver (and CUPTI), before anything is built from it.
+
+    :func:`read_graph` makes every CUDA call an export needs; :func:`build` makes none, so the
+    recorder reads a graph in its CUDA callback, while the template graph is alive, and builds
+    the document in its writer thread (a CUDA call there could deadlock with the program's).
+    """
+
+    exec_id: int
+    source: str  # "driver" or "cupti": where the tools ids come from
+    handles: list[int]
+    frm: np.ndarray  # edges as node handles (uint64)
+    to: np.ndarray
+    params: Any  # _fastcuda.KernelParamsV2 * n
+    refused: list[int]  # nodes that are not kernels read by ctypes
+    other_types: dict[int, int]  # node index -> type, for nodes other than kernels
+    by_bindings: dict[int, tuple[str | None, dict[str, Any]]]  # kernels read through cuda.bindings
+    funcs_known: dict[int, tuple[str | None, str | None]]  # function -> (kernel name, demangled)
+    func_names: dict[int, str | None]  # function -> its name, for the other functions
+    ids: np.ndarray  # tools-id local parts (uint64), per node
+    names: dict[int, str]  # node type enum -> node_type name
+    kernel_t: int
+    children: dict[int, dict[str, Any]]  # child-graph summaries (with_meta)
+    t0: float  # perf_counter at the start of the read
+
+
+def read_graph(raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto",
+               impl: str = "auto", cupti: Any = None) -> RawGraph:
+    """Every driver and CUPTI call of an export of ``raw_graph`` (instantiated as ``raw_exec``)."""
+    cupti_ids = cupti
+    raw_graph, raw_exec = int(raw_graph), int(raw_exec)
     rt, drv = require_bindings("Graph export")
     graph = rt.cudaGraph_t(init_value=raw_graph)
     t0 = time.perf_counter()
@@ -178,8 +216,6 @@ def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl
         raise CaptureError("The ctypes export path needs libcuda.so.1 with CUDA 12+ entry points.")
     nodes: list[Any] = [] if fast is not None else _get_nodes(rt, graph)  # cuda.bindings objects
     handles = fast.nodes(raw_graph) if fast is not None else [int(n) for n in nodes]
-    if handles_out is not None:
-        handles_out.extend(handles)
 
     def node_obj(i: int) -> Any:
         return nodes[i] if nodes else rt.cudaGraphNode_t(init_value=handles[i])
@@ -210,9 +246,14 @@ def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl
     names = dict(_node_type_names(rt, drv))  # type enum -> node_type, completed below for unknowns
     kernel_t = next((k for k, t in names.items() if t == "kernel"), -1)
     child_t = next((k for k, t in names.items() if t == "child_graph"), -2)
-    kernel_name = names.get(kernel_t, "kernel")
     n = len(handles)
-    dependencies, dependents = _adjacency(handles, fast.edges(raw_graph) if fast is not None else None, rt, graph)
+    edges = fast.edges(raw_graph) if fast is not None else None
+    if edges is not None:
+        frm, to = (np.frombuffer(e, dtype=np.uint64) if len(e) else np.zeros(0, np.uint64) for e in edges)
+    else:
+        frm_o, to_o = _get_edges(rt, graph)
+        frm = np.array([int(a) for a in frm_o], dtype=np.uint64)
+        to = np.array([int(b) for b in to_o], dtype=np.uint64)
 
     # Column by column, each driver call made for every node by a C-level map() rather than a
     # Python loop (the loop's own bytecode cost as much as the calls; bench_export.py profiles it).
@@ -246,16 +287,10 @@ def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl
     funcs = col["func"].tolist()
     for i in refused:
         funcs[i] = 0  # whatever a refusing call left in its slot is not a function
-    for f in set(funcs):  # names and demangling: once per function
+    func_names: dict[int, str | None] = {}  # names: once per function (demangled in build)
+    for f in set(funcs):
         if f not in funcs_known:
-            funcs_known[f] = _function(fast.name(f) if fast is not None else _func_name(drv, f))
-    knames = [funcs_known[f][0] for f in funcs]
-    tnames = [kernel_name] * n
-    for i, t in other_types.items():
-        tnames[i] = names.get(t) or names.setdefault(t, f"unknown_{t}")
-        knames[i] = None
-    for i, (kname, _) in by_bindings.items():
-        knames[i] = kname
+            func_names[f] = fast.name(f) if fast is not None else _func_name(drv, f)
 
     batch = getattr(cupti_ids, "graph_node_ids", None) if node_id is not None else None
     if batch is not None:
@@ -264,7 +299,36 @@ def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl
         ids = np.fromiter(map(node_id, handles), dtype=np.uint64, count=n)
     else:
         ids = np.array([tools_local(i) for i in range(n)], dtype=np.uint64)
-    local = ids & np.uint64(LOW32)
+    children = {i: _child_summary(rt, rt.cudaGraphNode_t(init_value=handles[i]))
+                for i, t in other_types.items() if t == child_t} if with_meta else {}
+    return RawGraph(exec_id=int(exec_id), source=source, handles=handles, frm=frm, to=to, params=params,
+                    refused=refused, other_types=other_types, by_bindings=by_bindings, funcs_known=funcs_known,
+                    func_names=func_names, ids=ids, names=names, kernel_t=kernel_t, children=children, t0=t0)
+
+
+def build(raw: RawGraph, *, with_meta: bool = True, with_environment: bool = True) -> Export:
+    """The export document from what :func:`read_graph` read: no CUDA call."""
+    names, handles, n = raw.names, raw.handles, len(raw.handles)
+    kernel_name = names.get(raw.kernel_t, "kernel")
+    dependencies, dependents = _adjacency(handles, raw.frm, raw.to)
+    col = np.frombuffer(memoryview(raw.params), dtype=_KPARAMS_DTYPE) if n else np.zeros(0, _KPARAMS_DTYPE)
+    funcs = col["func"].tolist()
+    for i in raw.refused:
+        funcs[i] = 0  # whatever a refusing call left in its slot is not a function
+    funcs_known = dict(raw.funcs_known)
+    for f, name in raw.func_names.items():  # demangling: once per function
+        funcs_known[f] = _function(name)
+    knames = [funcs_known[f][0] for f in funcs]
+    tnames = [kernel_name] * n
+    other_types = raw.other_types
+    for i, t in other_types.items():
+        tnames[i] = names.get(t) or names.setdefault(t, f"unknown_{t}")
+        knames[i] = None
+    for i, (kname, _) in raw.by_bindings.items():
+        knames[i] = kname
+
+    exec_id = raw.exec_id
+    local = raw.ids & np.uint64(LOW32)
     locals_ = local.tolist()
     tools = (local | np.uint64(exec_id << 32)).tolist()
     infos = [{"index": i, "node_type": t, "tools_id": tid, "graph_id": exec_id, "node_id": loc, "kernel_name": k,
@@ -276,17 +340,17 @@ def _export(raw_graph: int, raw_exec: int, with_meta: bool, id_source: str, impl
         extras = [{"grid": g, "block": b, "shared_mem": sm} if dm is None else
                   {"grid": g, "block": b, "shared_mem": sm, "demangled": dm}
                   for g, b, sm, dm in zip(col["grid"].tolist(), col["block"].tolist(), col["smem"].tolist(), dms)]
-        for i, t in other_types.items():
-            extras[i] = _child_summary(rt, rt.cudaGraphNode_t(init_value=handles[i])) if t == child_t else {}
-        for i, (_, kextra) in by_bindings.items():
+        for i in other_types:
+            extras[i] = raw.children.get(i, {})
+        for i, (_, kextra) in raw.by_bindings.items():
             extras[i] = kextra
-    export_s = time.perf_counter() - t0
+    export_s = time.perf_counter() - raw.t0
 
     out: dict[str, Any] = {"exec_graph_id": exec_id, "nodes": infos}
     if with_meta:
         out["cgtool"] = {
             "schema_version": SCHEMA_VERSION,
-            "id_source": source,
+            "id_source": raw.source,
             "environment": environment() if with_environment else {},
             "timings": {"export_s": export_s},
             "nodes": extras,
@@ -303,20 +367,13 @@ _KPARAMS_DTYPE = np.dtype({"names": ["func", "grid", "block", "smem"],
                            "offsets": [0, 8, 20, 32], "itemsize": 72})
 
 
-def _adjacency(handles: list[int], edges: tuple[Any, Any] | None, rt: Any, graph: Any
-               ) -> tuple[list[list[int]], list[list[int]]]:
+def _adjacency(handles: list[int], frm: np.ndarray, to: np.ndarray) -> tuple[list[list[int]], list[list[int]]]:
     """(dependencies, dependents) of each node: node indices in the order the edge list gives them.
 
     Vectorised: handles become indices by a sorted search, edges are grouped per node by a stable
     sort and each node's list is one slice, instead of two dict look-ups and two appends per edge
     in Python (bench_export.py)."""
     n = len(handles)
-    if edges is None:
-        frm_o, to_o = _get_edges(rt, graph)
-        frm = np.array([int(a) for a in frm_o], dtype=np.uint64)
-        to = np.array([int(b) for b in to_o], dtype=np.uint64)
-    else:
-        frm, to = (np.frombuffer(e, dtype=np.uint64) if len(e) else np.zeros(0, np.uint64) for e in edges)
     if not n or not len(frm):
         return [[] for _ in range(n)], [[] for _ in range(n)]
     h = np.array(handles, dtype=np.uint64)

@@ -8,8 +8,9 @@ work pays nothing):
   the nn.Module classes on the stack, the autograd node when a backward pass runs, the open
   ``record_function`` range;
 * resource ``GRAPHEXEC_CREATED``: the graph's topology is read at once (``capture/export.py``'s
-  ``graph_data``, ``get_graph_data()``'s schema, tools ids ``(exec_id << 32) | local id``): torch
-  destroys the template graph right after instantiating it. Everything else — turning frames into
+  ``read_graph``: every driver and CUPTI call of the export): torch destroys the template graph
+  right after instantiating it. Everything else — building the export (``export.build``,
+  ``get_graph_data()``'s schema, tools ids ``(exec_id << 32) | local id``), turning frames into
   source lines, the environment block, JSON encoding, the file and the new ``index.json`` — is
   handed to a writer thread, which has the graph on disk milliseconds later. Every way out of the
   program that runs Python (the end, an exception, ``sys.exit``, Ctrl-C, SIGTERM, ``os._exit``)
@@ -520,7 +521,7 @@ class Recorder:
     # ------------------------------------------------------------ exec created
     def _exec_created(self, graph: int, exec_: int) -> None:
         """On the instantiating thread: what must be read while the template and the stack are alive."""
-        from cgtool.capture.export import graph_data
+        from cgtool.capture.export import read_graph
 
         t_inst_end = time.perf_counter()
         tid = threading.get_ident()
@@ -533,9 +534,11 @@ class Recorder:
                 self._t_first_graph = int(self._ids.get_timestamp())
             except Exception:
                 pass
-        handles: list[int] = []
         ids = self._ids if isinstance(self._ids, _subscriber.Ids) else None
-        data = graph_data(graph, exec_, with_environment=False, handles_out=handles, cupti=ids)
+        # Only the driver's answers here (the template dies when this returns); the document is
+        # built by the writer (export.build: no CUDA call).
+        raw = read_graph(graph, exec_, cupti=ids)
+        handles = raw.handles
         t2 = time.perf_counter()
         infos = dict(self._nodes.get(graph, {}))
         caller = _caller_frame()
@@ -564,13 +567,13 @@ class Recorder:
             rec = GraphRecord(
                 seq=seq,
                 exec_handle=exec_,
-                exec_graph_id=int(data["exec_graph_id"]),
+                exec_graph_id=int(raw.exec_id),
                 template_graph_id=_safe(lambda: int(self._ids.get_graph_id(graph))),
                 file=f"graph_{seq:03d}.json",
-                nodes=len(data["nodes"]),
+                nodes=len(handles),
                 capture_s=(cap.t_end - cap.t_begin) if cap is not None and cap.t_end is not None else None,
                 instantiate_s=(t_inst_end - t_inst0) if t_inst0 is not None else None,
-                export_s=float(data["cgtool"]["timings"]["export_s"]),
+                export_s=t2 - t1,  # the read here; the writer adds the build
                 reserved_during_capture=(reserved_now - cap.reserved_begin)
                 if cap is not None and cap.reserved_begin is not None and reserved_now is not None else None,
                 pool=pool,
@@ -585,7 +588,7 @@ class Recorder:
         for k, v in (("reserved", t1 - t_inst_end), ("export", t2 - t1), ("pool_and_stack", t3 - t2),
                      ("environment_and_record", t4 - t3)):
             ph[k] = ph.get(k, 0.0) + v
-        self._queue.put(("graph", rec, data, handles, infos, begin_frames, device, self._last_capture_at))
+        self._queue.put(("graph", rec, raw, handles, infos, begin_frames, device, self._last_capture_at))
 
     # ------------------------------------------------------------------ writer
     def _wait_quiet(self, queued_at: float) -> None:
@@ -669,10 +672,15 @@ class Recorder:
             self._site_cache[key] = (info, site)  # the info keeps the code objects, so their ids stay theirs
         return site
 
-    def _write_graph(self, rec: GraphRecord, data: dict[str, Any], handles: list[int], infos: dict[int, _NodeInfo],
+    def _write_graph(self, rec: GraphRecord, raw: Any, handles: list[int], infos: dict[int, _NodeInfo],
                      begin_frames: list[RawFrame], device: int | None) -> None:
+        from cgtool.capture.export import build
+
         t0 = time.perf_counter()
+        data = build(raw, with_environment=False).data
+        rec.export_s += time.perf_counter() - t0
         meta = data["cgtool"]
+        meta["timings"]["export_s"] = rec.export_s
         meta["environment"] = self._environment(device)
         extras: list[dict[str, Any]] = meta["nodes"]
         compiled = None
