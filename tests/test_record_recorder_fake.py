@@ -225,19 +225,28 @@ def test_compiled_callback_stores_the_same_nodes(fake: FakeCupti, tmp_path: Path
         def forward(self, f: FakeCupti, graph: int, handles: list[int], exec_: int) -> list[int]:
             return _capture(f, graph, handles, exec_)
 
+    def outer(f: FakeCupti, graph: int, handles: list[int], exec_: int) -> list[int]:  # "the launcher"
+        return Attn().forward(f, graph, handles, exec_)
+
+    monkeypatch.setattr(attribution, "_STOP_KEEP", [])
+    monkeypatch.setattr(attribution, "_STOP", set())
     docs = {}
-    for how in ("cupti-python", "c"):
-        monkeypatch.setenv("CGTOOL_RECORD_SUBSCRIBER", how)
+    for how in ("cupti-python", "c", "c+stop"):
+        if how == "c+stop":  # `outer` plays the launcher (runpy, the boot): the walk ends there
+            attribution.stop_at(outer.__code__)
+        monkeypatch.setenv("CGTOOL_RECORD_SUBSCRIBER", how.split("+")[0])
         out = tmp_path / how
         out.mkdir()
         rec = Recorder(str(out), program=["prog.py"])
         rec.start()
-        assert rec.subscriber == how
+        assert rec.subscriber == how.split("+")[0]
         attribution.ranges.names.append("my_range")
         try:
-            lines = Attn().forward(fake, 100, [11, 12, 13], 5000)
+            lines = outer(fake, 100, [11, 12, 13], 5000)
         finally:
             attribution.ranges.names.pop()
+        codes = rec._nodes[100][11][0][0]
+        assert Attn.forward.__code__ in codes and (outer.__code__ in codes) == (how != "c+stop")
         rec.finish(0)
         idx = json.loads((out / "index.json").read_text())
         assert idx["recorder_errors"] == [], idx["recorder_errors"]
@@ -246,6 +255,11 @@ def test_compiled_callback_stores_the_same_nodes(fake: FakeCupti, tmp_path: Path
         srcs = [n["source"] for n in docs[how]]
         assert [s["line"] for s in srcs] == lines and {s["file"] for s in srcs} == {__file__}
     assert [n["source"] for n in docs["c"]] == [n["source"] for n in docs["cupti-python"]]
+    for a, b in zip(docs["c+stop"], docs["c"]):  # the same line; the user stack ends below `outer`
+        sa, sb = a["source"], b["source"]
+        assert {k: v for k, v in sa.items() if k != "stack"} == {k: v for k, v in sb.items() if k != "stack"}
+        assert sa["stack"] == [f for f in sb["stack"] if not f.endswith(" outer")][:len(sa["stack"])]
+        assert not any(f.endswith(" outer") for f in sa["stack"]) and any(f.endswith(" outer") for f in sb["stack"])
     assert all(n["source"].get("record_function") == "my_range" for n in docs["c"]), docs["c"][0]["source"]
     assert all("Attn" in str(n["source"]) for n in docs["c"]), docs["c"][0]["source"]
 
