@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib.util
 import json
 import os
 import shutil
@@ -39,40 +40,28 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import torch  # noqa: E402
 
-HIDDEN = 256
-BATCH_SIZES = [8, 4, 2, 1]
 
 _CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p)
 
 
-class Block(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.norm = torch.nn.LayerNorm(HIDDEN)
-        self.up = torch.nn.Linear(HIDDEN, 4 * HIDDEN)
-        self.down = torch.nn.Linear(4 * HIDDEN, HIDDEN)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.norm(x)
-        h = torch.nn.functional.gelu(self.up(h))
-        return x + self.down(h)
-
-
-class Model(torch.nn.Module):
-    def __init__(self, layers: int) -> None:
-        super().__init__()
-        self.blocks = torch.nn.ModuleList(Block() for _ in range(layers))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for b in self.blocks:
-            x = b(x)
-        return x.softmax(-1)
+def _runner() -> Any:
+    """tests/programs/server_runner.py as a module (its Model; its LAYERS is set by the caller)."""
+    spec = importlib.util.spec_from_file_location("server_runner", os.path.join(ROOT, "tests", "programs",
+                                                                                 "server_runner.py"))
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    argv, sys.argv = sys.argv, sys.argv[:1]  # it reads its layer count from argv at import
+    try:
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    finally:
+        sys.argv = argv
+    return mod
 
 
 def _c_noop() -> ctypes.CDLL | None:
@@ -193,8 +182,11 @@ def main() -> None:
         configs.insert(2, "c_noop")
     tmp = tempfile.mkdtemp()
 
+    runner = _runner()
+    runner.LAYERS = a.layers
+    HIDDEN, BATCH_SIZES = runner.HIDDEN, runner.BATCH_SIZES
     torch.manual_seed(0)
-    model = Model(a.layers).cuda().eval()
+    model = runner.Model().cuda().eval()
     static_in = {bs: torch.zeros(bs, HIDDEN, device="cuda") for bs in BATCH_SIZES}
     with torch.no_grad():
         for bs in BATCH_SIZES:
