@@ -21,6 +21,9 @@ CASES = {
     "pathfinder_then_torch_then_cupti": "import cuda.pathfinder as p; p.load_nvidia_dynamic_lib('cupti'); "
                                         "import torch; torch.zeros(1, device='cuda'); "
                                         "from cupti import cupti; cupti.get_timestamp()",
+    "recorder_then_torch_then_cupti": "from cgtool.capture.record._subscriber import load_libcupti; "
+                                      "print('PF', load_libcupti()._name); import torch; "
+                                      "torch.zeros(1, device='cuda'); from cupti import cupti; cupti.get_timestamp()",
     "torch_then_cupti": "import torch; torch.zeros(1, device='cuda'); from cupti import cupti; cupti.get_timestamp()",
     "torch_profiler": "import torch; p = torch.profiler.profile(); p.__enter__(); torch.zeros(1, device='cuda'); "
                       "p.__exit__(None, None, None)",

@@ -38,3 +38,104 @@ def test_record_help_is_the_full_apps() -> None:
     assert "LOADED False False" in fast.stdout
     strip = lambda s: s.split("LOADED")[0]  # noqa: E731
     assert strip(fast.stdout) == strip(full.stdout) and "--trace-replays" in strip(fast.stdout)
+
+
+def test_usual_record_lines_start_the_program_before_typer_loads() -> None:
+    stub = ("import sys, cgtool.capture.record.launcher as L; "
+            "L.start = lambda spec: (print('TYPER', 'typer' in sys.modules, 'rich' in sys.modules, spec.out, "
+            "spec.program, spec.trace_replays), sys.exit(0)); ")
+    p = _run(stub + "from cgtool.cli.entry import main; "
+             "main(['record', '-o', 'somewhere', '--trace-replays', '3', '--', 'python', 'tests/programs/server_runner.py', '2'])")
+    assert p.returncode == 0, p.stderr
+    assert "TYPER False False somewhere ['tests/programs/server_runner.py', '2'] 3" in p.stdout
+
+
+# ---------------------------------------------------------------- the fast parser against typer's
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_VALUES = st.sampled_from(["0", "1", "3", "07", "-1", "+2", "x", "", "rec", "-o", "--", "a b", "12"])
+_OPTS = st.sampled_from(["-o", "--out", "--output", "--force", "--coverage", "--trace-replays", "--trace-skip",
+                         "--nproc-per-node", "--nnodes", "--node-rank", "--rdzv-endpoint", "--bogus", "--help",
+                         "--out=rec", "-orec", "--force=1"])
+
+
+_FLAGS = {"--force", "--coverage"}
+
+
+@st.composite
+def _record_lines(draw: st.DrawFn) -> list[str]:
+    args: list[str] = []
+    well_formed = draw(st.booleans())  # half the lines as users write them, half anything
+    known = ["-o", "--force", "--coverage", "--trace-replays", "--trace-skip", "--nproc-per-node", "--nnodes",
+             "--node-rank", "--rdzv-endpoint"]
+    opts = draw(st.lists(st.sampled_from(known), unique=True, max_size=5)) if well_formed else \
+        draw(st.lists(_OPTS, max_size=5))
+    for opt in opts:
+        args.append(opt)
+        if well_formed:
+            if opt not in _FLAGS:
+                args.append(draw(st.sampled_from(["0", "1", "3", "12", "rec", "h:29500"])))
+        elif draw(st.booleans()):
+            args.append(draw(_VALUES))
+    if well_formed or draw(st.booleans()):
+        args.append("--")
+    args += draw(st.lists(st.sampled_from(["prog.py", "python", "-m", "pkg", "--lr", "3"]),
+                          min_size=1 if well_formed else 0, max_size=3))
+    return args
+
+
+class _Ran(Exception):
+    pass
+
+
+def _typer_parse(args: list[str]) -> object:
+    """What the typer app hands to run_record for ``record ARGS`` (or the error it raises)."""
+    import typer  # noqa: F401
+
+    from cgtool.cli import _app, record_cmd, record_run
+
+    seen: dict[str, object] = {}
+
+    def fake(program: list[str], **opts: object) -> None:
+        seen.update(program=list(program), opts=opts)
+        raise _Ran
+
+    real = record_run.run_record
+    record_run.run_record = fake  # type: ignore[assignment]
+    try:
+        app = _app.make_app()
+        record_cmd.register(app)
+        app(args=["record", *args], standalone_mode=False, prog_name="cgtool")
+    except _Ran:
+        return seen
+    except BaseException as e:  # usage errors: typer refuses what the fast parser must not take
+        return type(e).__name__
+    finally:
+        record_run.run_record = real  # type: ignore[assignment]
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(_record_lines())
+def test_fast_parser_takes_only_what_typer_parses_the_same(args: list[str]) -> None:
+    from cgtool.cli.record_run import parse_fast
+
+    fast = parse_fast(args)
+    if fast is None:
+        return  # typer parses it (or reports it), as before
+    program, opts = fast
+    assert _typer_parse(args) == {"program": program, "opts": opts}
+
+
+def test_fast_parser_takes_the_usual_lines() -> None:
+    from pathlib import Path
+
+    from cgtool.cli.record_run import DEFAULTS, parse_fast
+
+    line = ["-o", "rec", "--force", "--coverage", "--trace-replays", "3", "--nproc-per-node", "2", "--", "t.py", "-x"]
+    assert parse_fast(line) == (["t.py", "-x"], {**DEFAULTS, "out": Path("rec"), "force": True, "coverage": True,
+                                                  "trace_replays": 3, "nproc_per_node": 2})
+    assert parse_fast(["--", "python", "t.py"]) == (["python", "t.py"], DEFAULTS)
+    for other in (["--help"], ["-o", "rec", "t.py"], ["--out=rec", "--", "t.py"], ["--nproc-per-node", "0", "--", "t.py"],
+                  ["-o", "a", "-o", "b", "--", "t.py"], ["--"]):
+        assert parse_fast(other) is None, other

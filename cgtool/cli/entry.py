@@ -1,9 +1,10 @@
 """The `cgtool` console script.
 
 ``cgtool record`` is timed as part of the user's program (``benchmarks/bench_record.py``): its
-parent process builds an app with the record command only (typer and the launcher; 0.2 s less
-than loading every command, measured on the GPU machine), the rest is loaded for anything else.
-Options before the command (``cgtool -q record``) take the full app.
+usual command lines are parsed without typer (``record_run.parse_fast``) and the program starts
+after the interpreter and the launcher alone; other ``record`` command lines get an app with the
+record command only; everything else loads the full app. Options before the command
+(``cgtool -q record``) take the full app.
 """
 
 from __future__ import annotations
@@ -14,6 +15,14 @@ import sys
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["record"]:
+        from cgtool.cli import record_run
+        from cgtool.cli._guard import guarded
+
+        parsed = record_run.parse_fast(args[1:])
+        if parsed is not None:
+            program, opts = parsed
+            guarded(lambda: record_run.run_record(program, **opts))
+            return
         from cgtool.cli import _app, record_cmd
 
         app = _app.make_app()

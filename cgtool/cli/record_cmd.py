@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -40,27 +39,11 @@ def record(
     node_rank: Annotated[Optional[int], typer.Option("--node-rank", help="Passed to torchrun.")] = None,
     rdzv_endpoint: Annotated[Optional[str], typer.Option("--rdzv-endpoint", help="Passed to torchrun.")] = None,
 ) -> None:
-    from cgtool.capture.record.launcher import RecordSpec, finish, normalise_program, start
+    from cgtool.cli.record_run import run_record
 
-    program = normalise_program(list(ctx.args))
-    tr: list[str] = []
-    for flag, v in (("--nnodes", nnodes), ("--node-rank", node_rank), ("--rdzv-endpoint", rdzv_endpoint)):
-        if v is not None:
-            tr += [flag, str(v)]
-    spec = RecordSpec(program=program, out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip,
-                      coverage=coverage, nproc_per_node=nproc_per_node, torchrun_args=tr)
-    child = start(spec)
-    # Loaded while the program runs (its own process): the summary's modules cost nothing then.
-    from cgtool.artifacts.recording import load_recordings
-    from cgtool.cli._common import err
-    from cgtool.report.record_table import record_summary
-
-    code = finish(spec, child)
-    try:
-        record_summary(err, load_recordings(out))
-    except Exception as e:  # a program killed hard may leave no index: its exit code still matters more
-        err.print(f"cgtool: no summary ({e}).", markup=False, highlight=False)
-    sys.exit(code)  # the program's own exit code (typer.Exit is swallowed outside standalone mode)
+    run_record(list(ctx.args), out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip,
+               coverage=coverage, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank,
+               rdzv_endpoint=rdzv_endpoint)
 
 
 def register(app: typer.Typer) -> None:
