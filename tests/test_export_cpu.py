@@ -54,3 +54,27 @@ def test_kernel_params_layout_as_numpy_reads_it():
     assert col["grid"].tolist() == [[10 * i + 1, 2, 3] for i in range(3)]
     assert col["block"].tolist() == [[128, 4, 5]] * 3
     assert col["smem"].tolist() == [1000, 1001, 1002]
+
+
+def test_each_calls_every_handle_with_its_slot_and_reports_failures():
+    """Driver.each (one C loop where the compiled helper is built, else map()) against a plain loop:
+    the entry point is a C-callable stand-in that writes 3 * handle into its slot and fails on
+    handles divisible by 5."""
+    import ctypes
+
+    from cgtool.capture import _fastcuda
+
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+    @proto
+    def fake(h, out):
+        ctypes.c_uint64.from_address(out).value = 3 * h
+        return 1 if h % 5 == 0 else 0
+
+    handles = [7, 10, 11, 25, 1 << 40, 13]
+    out = (ctypes.c_uint64 * (2 * len(handles)))()
+    drv = _fastcuda.Driver.__new__(_fastcuda.Driver)  # no libcuda needed: `each` uses the function given
+    failed = drv.each(fake, handles, ctypes.addressof(out), 16)  # every other slot (a stride of 16 bytes)
+    assert failed == [i for i, h in enumerate(handles) if h % 5 == 0]
+    assert [out[2 * i] for i in range(len(handles))] == [3 * h for h in handles]
+    assert all(out[2 * i + 1] == 0 for i in range(len(handles)))

@@ -65,7 +65,7 @@ def test_ctypes_ids_equal_cupti_pythons_on_a_real_graph(cupti) -> None:  # type:
     assert len(handles) >= 3
     ids = S.Ids(S.load_libcupti())
     expected = [int(cupti.get_graph_node_id(h)) for h in handles]
-    assert ids.graph_node_ids(handles) == expected
+    assert ids.graph_node_ids(handles).tolist() == expected
     assert [ids.get_graph_node_id(h) for h in handles] == expected
     assert ids.get_graph_id(raw) == int(cupti.get_graph_id(raw))
     del y, g

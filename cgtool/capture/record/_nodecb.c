@@ -266,38 +266,36 @@ static PyObject *address(PyObject *mod, PyObject *unused) {
     return PyLong_FromVoidPtr((void *)&callback);
 }
 
-/* node_ids(fn, handles): cuptiGetGraphNodeId (at address fn) of every node handle, as a list.
- * One C loop instead of a Python-level call per node (the recorder's export needs them for every
- * graph; cupti-python's own call costs 0.4 us a node and 0.34 s to import after torch). */
-typedef int (*get_node_id_fn)(void *node, uint64_t *id);
+/* call_each(fn, handles, base, stride): fn(handle, base + i * stride) for every handle i, where fn is
+ * a driver or CUPTI entry point `int fn(void *handle, void *out)` (cuGraphKernelNodeGetParams_v2,
+ * cuGraphNodeGetType, cuptiGetGraphNodeId); the indices whose call failed. One C loop instead of a
+ * ctypes call per node: a graph export makes two such calls for every node. */
+typedef int (*call2_fn)(void *h, void *out);
 
-static PyObject *node_ids(PyObject *mod, PyObject *args) {
-    unsigned long long addr;
+static PyObject *call_each(PyObject *mod, PyObject *args) {
+    unsigned long long addr, base;
+    Py_ssize_t stride;
     PyObject *handles;
     (void)mod;
-    if (!PyArg_ParseTuple(args, "KO!", &addr, &PyList_Type, &handles)) return NULL;
-    get_node_id_fn fn = (get_node_id_fn)(uintptr_t)addr;
+    if (!PyArg_ParseTuple(args, "KO!Kn", &addr, &PyList_Type, &handles, &base, &stride)) return NULL;
+    call2_fn fn = (call2_fn)(uintptr_t)addr;
     Py_ssize_t n = PyList_GET_SIZE(handles);
-    PyObject *out = PyList_New(n);
-    if (!out) return NULL;
+    PyObject *failed = PyList_New(0);
+    if (!failed) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         void *h = PyLong_AsVoidPtr(PyList_GET_ITEM(handles, i));
-        if (!h && PyErr_Occurred()) { Py_DECREF(out); return NULL; }
-        uint64_t id = 0;
-        int rc = fn(h, &id);
-        if (rc) {
-            Py_DECREF(out);
-            return PyErr_Format(PyExc_OSError, "cuptiGetGraphNodeId returned %d", rc);
+        if (!h && PyErr_Occurred()) { Py_DECREF(failed); return NULL; }
+        if (fn(h, (void *)(uintptr_t)(base + (unsigned long long)(i * stride)))) {
+            PyObject *v = PyLong_FromSsize_t(i);
+            if (!v || PyList_Append(failed, v) < 0) { Py_XDECREF(v); Py_DECREF(failed); return NULL; }
+            Py_DECREF(v);
         }
-        PyObject *v = PyLong_FromUnsignedLongLong(id);
-        if (!v) { Py_DECREF(out); return NULL; }
-        PyList_SET_ITEM(out, i, v);
     }
-    return out;
+    return failed;
 }
 
 static PyMethodDef methods[] = {
-    {"node_ids", node_ids, METH_VARARGS, "node_ids(fn_address, handles): cuptiGetGraphNodeId of each handle."},
+    {"call_each", call_each, METH_VARARGS, "call_each(fn, handles, base, stride): indices whose call failed."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(handler, nodes, node_graph, ranges, stop, main_thread, resource_domain, node_cbid, off_desc, "
      "off_graph, off_node): start storing nodes; everything else goes to handler(domain, cbid, cbdata)."},

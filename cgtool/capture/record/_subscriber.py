@@ -322,11 +322,16 @@ class Ids:
             raise OSError(f"cuptiGetGraphNodeId returned {rc}")
         return int(out.value)
 
-    def graph_node_ids(self, handles: list[int]) -> list[int]:
-        """The ids of many nodes: one C loop where the compiled module is built."""
+    def graph_node_ids(self, handles: list[int]) -> Any:
+        """The ids of many nodes (a numpy uint64 array): one C loop where the compiled module is built."""
+        import numpy as np
+
         if self._batch is not None and self._node_addr:
-            return list(self._batch.node_ids(self._node_addr, list(handles)))
-        return [self.get_graph_node_id(h) for h in handles]
+            out = np.zeros(len(handles), dtype=np.uint64)
+            if out.size and self._batch.call_each(self._node_addr, list(handles), out.ctypes.data, 8):
+                raise OSError("cuptiGetGraphNodeId failed")
+            return out
+        return np.array([self.get_graph_node_id(h) for h in handles], dtype=np.uint64)
 
     def get_graph_id(self, graph: int) -> int:
         out = ctypes.c_uint32()
