@@ -78,3 +78,27 @@ def test_each_calls_every_handle_with_its_slot_and_reports_failures():
     assert failed == [i for i, h in enumerate(handles) if h % 5 == 0]
     assert [out[2 * i] for i in range(len(handles))] == [3 * h for h in handles]
     assert all(out[2 * i + 1] == 0 for i in range(len(handles)))
+
+
+def test_compiled_dicts_equal_the_comprehension_key_for_key():
+    import json
+
+    import pytest
+
+    from cgtool.capture import _fastcuda
+
+    batch = _fastcuda._batch()
+    if batch is None:
+        pytest.skip("the compiled helper is not built here")
+    rng = random.Random(7)
+    n = 50
+    grid = [[rng.randrange(9), 1, 1] for _ in range(n)]
+    smem = [rng.randrange(4096) for _ in range(n)]
+    dm = [None if rng.random() < 0.3 else f"f{i}()" for i in range(n)]
+    got = batch.dicts(("grid", "block", "shared_mem", "demangled"), (grid, grid, smem, dm), (False, False, False, True))
+    want = [{"grid": g, "block": g, "shared_mem": s} if d is None else {"grid": g, "block": g, "shared_mem": s,
+                                                                      "demangled": d}
+            for g, s, d in zip(grid, smem, dm)]
+    assert json.dumps(got) == json.dumps(want)  # same keys in the same order
+    with pytest.raises(ValueError):
+        batch.dicts(("a", "b"), ([1], [1, 2]), (False, False))

@@ -352,15 +352,24 @@ def build(raw: RawGraph, *, with_meta: bool = True, with_environment: bool = Tru
     local = raw.ids & np.uint64(LOW32)
     locals_ = local.tolist()
     tools = (local | np.uint64(exec_id << 32)).tolist()
-    infos = [{"index": i, "node_type": t, "tools_id": tid, "graph_id": exec_id, "node_id": loc, "kernel_name": k,
-              "dependencies": d, "dependents": e}
-             for i, t, tid, loc, k, d, e in zip(range(n), tnames, tools, locals_, knames, dependencies, dependents)]
+    batch = _fastcuda._batch()  # the compiled helper builds the dicts where it is built (same keys, same order)
+    if batch is not None:
+        infos = batch.dicts(_INFO_KEYS, (list(range(n)), tnames, tools, [exec_id] * n, locals_, knames, dependencies,
+                                         dependents), (False,) * 8)
+    else:
+        infos = [{"index": i, "node_type": t, "tools_id": tid, "graph_id": exec_id, "node_id": loc,
+                  "kernel_name": k, "dependencies": d, "dependents": e}
+                 for i, t, tid, loc, k, d, e in zip(range(n), tnames, tools, locals_, knames, dependencies, dependents)]
     extras: list[dict[str, Any]] = []
     if with_meta:
         dms = [funcs_known[f][1] for f in funcs]
-        extras = [{"grid": g, "block": b, "shared_mem": sm} if dm is None else
-                  {"grid": g, "block": b, "shared_mem": sm, "demangled": dm}
-                  for g, b, sm, dm in zip(col["grid"].tolist(), col["block"].tolist(), col["smem"].tolist(), dms)]
+        if batch is not None:
+            extras = batch.dicts(_EXTRA_KEYS, (col["grid"].tolist(), col["block"].tolist(), col["smem"].tolist(), dms),
+                                 (False, False, False, True))
+        else:
+            extras = [{"grid": g, "block": b, "shared_mem": sm} if dm is None else
+                      {"grid": g, "block": b, "shared_mem": sm, "demangled": dm}
+                      for g, b, sm, dm in zip(col["grid"].tolist(), col["block"].tolist(), col["smem"].tolist(), dms)]
         for i in other_types:
             extras[i] = raw.children.get(i, {})
         for i, (_, kextra) in raw.by_bindings.items():
@@ -381,6 +390,9 @@ def build(raw: RawGraph, *, with_meta: bool = True, with_environment: bool = Tru
         counts[kernel_name] = counts.get(kernel_name, 0) + n - len(other_types)
     return Export(out, counts)
 
+
+_INFO_KEYS = ("index", "node_type", "tools_id", "graph_id", "node_id", "kernel_name", "dependencies", "dependents")
+_EXTRA_KEYS = ("grid", "block", "shared_mem", "demangled")
 
 #: CUDA_KERNEL_NODE_PARAMS_v2 (``_fastcuda.KernelParamsV2``) as numpy reads an array of them.
 _KPARAMS_DTYPE = np.dtype({"names": ["func", "grid", "block", "smem"],

@@ -294,7 +294,42 @@ static PyObject *call_each(PyObject *mod, PyObject *args) {
     return failed;
 }
 
+/* dicts(keys, columns, skip_none): [{keys[k]: columns[k][i] ...} for each i], in key order; a key
+ * whose flag in skip_none is true is left out of a dict where its value is None. The export's node
+ * dicts: a Python comprehension over zip() costs ~0.7 us a node, this ~0.2 us (bench_export.py). */
+static PyObject *dicts(PyObject *mod, PyObject *args) {
+    PyObject *keys, *cols, *skip;
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyTuple_Type, &keys, &PyTuple_Type, &cols, &PyTuple_Type, &skip))
+        return NULL;
+    Py_ssize_t nk = PyTuple_GET_SIZE(keys);
+    if (PyTuple_GET_SIZE(cols) != nk || PyTuple_GET_SIZE(skip) != nk)
+        return PyErr_Format(PyExc_ValueError, "keys, columns and skip_none differ in length");
+    Py_ssize_t n = -1;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *c = PyTuple_GET_ITEM(cols, k);
+        if (!PyList_Check(c)) return PyErr_Format(PyExc_TypeError, "column %zd is not a list", k);
+        if (n < 0) n = PyList_GET_SIZE(c);
+        else if (PyList_GET_SIZE(c) != n) return PyErr_Format(PyExc_ValueError, "column %zd has another length", k);
+    }
+    if (n < 0) n = 0;
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d = PyDict_New();
+        if (!d) { Py_DECREF(out); return NULL; }
+        for (Py_ssize_t k = 0; k < nk; k++) {
+            PyObject *v = PyList_GET_ITEM(PyTuple_GET_ITEM(cols, k), i);
+            if (v == Py_None && PyObject_IsTrue(PyTuple_GET_ITEM(skip, k))) continue;
+            if (PyDict_SetItem(d, PyTuple_GET_ITEM(keys, k), v) < 0) { Py_DECREF(d); Py_DECREF(out); return NULL; }
+        }
+        PyList_SET_ITEM(out, i, d);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"dicts", dicts, METH_VARARGS, "dicts(keys, columns, skip_none): one dict per row of the columns."},
     {"call_each", call_each, METH_VARARGS, "call_each(fn, handles, base, stride): indices whose call failed."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(handler, nodes, node_graph, ranges, stop, main_thread, resource_domain, node_cbid, off_desc, "
