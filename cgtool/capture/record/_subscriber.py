@@ -2,14 +2,14 @@
 
 Two ways in, same handler:
 
-* ``"ctypes"`` (default): ``cuptiSubscribe`` / ``cuptiEnableCallback`` of libcupti called through
-  ctypes with a ``CFUNCTYPE`` callback. Measured on the GPU machine, cupti-python's own
+* ``"ctypes"`` (the default where ``"c"`` is not built): ``cuptiSubscribe`` / ``cuptiEnableCallback``
+  of libcupti called through ctypes with a ``CFUNCTYPE`` callback. Measured on the GPU machine, cupti-python's own
   ``subscribe`` builds Python wrapper objects for every callback (``CallbackData`` /
   ``ResourceData``), which made graph capture several times slower; the ctypes callback passes
   four integers. libcupti is loaded the way cupti-python and torch load it (:func:`load_libcupti`:
-  cuda.pathfinder, i.e. the nvidia-cuda-cupti wheel first), so ``cgtool record`` can subscribe
+  the nvidia-cuda-cupti wheel's file, else cuda.pathfinder), so ``cgtool record`` can subscribe
   before the program starts without importing cupti-python (0.4 s of numpy and Cython modules
-  before torch, 0.17 s after it: ``benchmarks/probe_record_fixed_costs.py``), and the process
+  before torch, 0.17–0.34 s after it: ``benchmarks/probe_record_fixed_costs.py``), and the process
   still maps one libcupti (``benchmarks/probe_libcupti.py`` prints the mapped paths).
 * ``"c"``: the same, with the compiled callback of ``_nodecb.c`` (built at install where a C compiler
   and Python >= 3.11 are there): it stores node-creation callbacks itself and hands every other

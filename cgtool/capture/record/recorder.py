@@ -167,11 +167,12 @@ class Recorder:
     def start(self) -> None:
         """Subscribe to CUPTI; :class:`RecordSetupError` when it cannot (before the program runs).
 
-        cupti-python is not imported here unless kernel activity is wanted (``--coverage``,
-        ``--trace-replays``): libcupti is loaded through cuda.pathfinder and subscribed to through
-        ctypes, with the callback ids of ``_subscriber``. cupti-python and the export's modules are
-        imported right after the program imports torch (numpy is loaded by then: 0.17 s instead
-        of 0.46 s, ``benchmarks/probe_record_fixed_costs.py``), outside any graph's capture.
+        cupti-python is not imported unless kernel activity is wanted (``--coverage``,
+        ``--trace-replays``) or libcupti cannot be found without it: libcupti is loaded from the
+        nvidia wheel on ``sys.path`` or through cuda.pathfinder (``_subscriber.load_libcupti``) and
+        subscribed to through ctypes, with the callback ids of ``_subscriber``; CUPTI's ids come
+        through ctypes too (``_subscriber.Ids``). The export's modules are imported right after the
+        program imports torch, outside any graph's capture.
         """
         t0 = time.perf_counter()
         how = os.environ.get("CGTOOL_RECORD_SUBSCRIBER") or (
@@ -186,8 +187,8 @@ class Recorder:
         if how in ("ctypes", "c"):
             try:
                 lib = _subscriber.load_libcupti()
-            except OSError as e:  # no cuda.pathfinder, or one that cannot find it: cupti-python's copy
-                self.errors.append(f"libcupti through cuda.pathfinder: {e}; found through cupti-python")
+            except OSError as e:  # not in a wheel, and no cuda.pathfinder that finds it: cupti-python's copy
+                self.errors.append(f"libcupti not found without cupti-python ({e}); found through cupti-python")
         if lib is None or self.coverage or how not in ("ctypes", "c"):
             self._load_cupti()
         t1 = time.perf_counter()
