@@ -225,15 +225,26 @@ def test_compiled_callback_stores_the_same_nodes(fake: FakeCupti, tmp_path: Path
         def forward(self, f: FakeCupti, graph: int, handles: list[int], exec_: int) -> list[int]:
             return _capture(f, graph, handles, exec_)
 
+    class Mlp(Attn):  # its `self` is captured by a closure: a cell in the frame
+        def forward(self, f: FakeCupti, graph: int, handles: list[int], exec_: int) -> list[int]:
+            keep = lambda: self  # noqa: E731
+            return keep()._capture_more(f, graph, handles, exec_)
+
+        def _capture_more(self, f: FakeCupti, graph: int, handles: list[int], exec_: int) -> list[int]:
+            return _capture(f, graph, handles, exec_)
+
     def outer(f: FakeCupti, graph: int, handles: list[int], exec_: int) -> list[int]:  # "the launcher"
-        return Attn().forward(f, graph, handles, exec_)
+        return Attn().forward(f, graph, handles, exec_) + Mlp().forward(f, graph + 1, [h + 50 for h in handles],
+                                                                        exec_ + 1000)
 
     monkeypatch.setattr(attribution, "_STOP_KEEP", [])
     monkeypatch.setattr(attribution, "_STOP", set())
     docs = {}
-    for how in ("cupti-python", "c", "c+stop"):
+    internal = _subscriber.compiled_callback().set_walk(True)  # CPython's frames read directly, where built
+    for how in ("cupti-python", "c", "c+public", "c+stop"):
         if how == "c+stop":  # `outer` plays the launcher (runpy, the boot): the walk ends there
             attribution.stop_at(outer.__code__)
+        _subscriber.compiled_callback().set_walk(how != "c+public")  # the public frame API's walk
         monkeypatch.setenv("CGTOOL_RECORD_SUBSCRIBER", how.split("+")[0])
         out = tmp_path / how
         out.mkdir()
@@ -250,18 +261,21 @@ def test_compiled_callback_stores_the_same_nodes(fake: FakeCupti, tmp_path: Path
         rec.finish(0)
         idx = json.loads((out / "index.json").read_text())
         assert idx["recorder_errors"] == [], idx["recorder_errors"]
-        assert idx["callback_stats"]["3/13"]["calls"] == 3
-        docs[how] = json.loads((out / "graph_000.json").read_text())["cgtool"]["nodes"]
+        assert idx["callback_stats"]["3/13"]["calls"] == 6
+        docs[how] = [n for g in ("graph_000.json", "graph_001.json")
+                     for n in json.loads((out / g).read_text())["cgtool"]["nodes"]]
         srcs = [n["source"] for n in docs[how]]
         assert [s["line"] for s in srcs] == lines and {s["file"] for s in srcs} == {__file__}
+    _subscriber.compiled_callback().set_walk(internal)
     assert [n["source"] for n in docs["c"]] == [n["source"] for n in docs["cupti-python"]]
+    assert [n["source"] for n in docs["c+public"]] == [n["source"] for n in docs["cupti-python"]]
     for a, b in zip(docs["c+stop"], docs["c"]):  # the same line; the user stack ends below `outer`
         sa, sb = a["source"], b["source"]
         assert {k: v for k, v in sa.items() if k != "stack"} == {k: v for k, v in sb.items() if k != "stack"}
         assert sa["stack"] == [f for f in sb["stack"] if not f.endswith(" outer")][:len(sa["stack"])]
         assert not any(f.endswith(" outer") for f in sa["stack"]) and any(f.endswith(" outer") for f in sb["stack"])
     assert all(n["source"].get("record_function") == "my_range" for n in docs["c"]), docs["c"][0]["source"]
-    assert all("Attn" in str(n["source"]) for n in docs["c"]), docs["c"][0]["source"]
+    assert [n["source"]["module"] for n in docs["c"]] == ["Attn"] * 3 + ["Mlp"] * 3, docs["c"][3]["source"]
 
 
 def test_exec_handle_reuse_keeps_counts_apart(fake: FakeCupti, tmp_path: Path) -> None:

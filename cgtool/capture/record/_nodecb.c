@@ -27,6 +27,19 @@
 #error "_nodecb needs Python 3.11 or newer"
 #endif
 
+/* On 3.11-3.13 the walk reads CPython's interpreter frames directly: the public API
+ * (PyThreadState_GetFrame, PyFrame_GetBack) makes a frame object for every frame walked and the
+ * program frees it again, ~3 us a node on the GPU machine for a model's 20-30 frames. The
+ * internal struct differs in every minor version, so this is compiled only for the three known
+ * layouts; any other version walks with the public API. The fake-CUPTI test compares both walks
+ * (tests/test_record_recorder_fake.py), and CI builds this for 3.11 and 3.13. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
+#define CGTOOL_FRAME_INTERNALS 1
+#define Py_BUILD_CORE 1
+#include "internal/pycore_frame.h"
+#undef Py_BUILD_CORE
+#endif
+
 #define MAX_FRAMES 96
 
 static PyObject *g_handler;    /* callable(domain, cbid, cbdata) */
@@ -39,6 +52,7 @@ static unsigned long g_main;   /* thread id of the main thread */
 static int g_res_domain = 3, g_node_cbid = 13, g_active;
 static Py_ssize_t g_off_desc = 16, g_off_graph = 0, g_off_node = 16;
 static unsigned long long g_calls, g_ns, g_errors;
+static int g_public_walk; /* walk with the public frame API even where the internal walk is built */
 static PyObject *s_forward, *s_self, *s_modules, *s_name, *s_varnames;
 
 static inline unsigned long long now_ns(void) {
@@ -97,8 +111,114 @@ static PyObject *autograd_op(void) {
     return s;
 }
 
+#ifdef CGTOOL_FRAME_INTERNALS
+typedef struct _PyInterpreterFrame IFrame;
+
+static inline PyCodeObject *iframe_code(IFrame *f) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return _PyFrame_GetCode(f);
+#else
+    return f->f_code;
+#endif
+}
+
+/* The frame PyFrame_GetBack / PyThreadState_GetFrame would give: the first complete one from f. */
+static inline IFrame *first_complete(IFrame *f) {
+    while (f && _PyFrame_IsIncomplete(f)) f = f->previous;
+    return f;
+}
+
+static inline IFrame *current_iframe(PyThreadState *ts) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return first_complete(ts->current_frame);
+#else
+    return first_complete(ts->cframe->current_frame);
+#endif
+}
+
+/* `self` of a frame running a `forward(self, ...)`, when it is an nn.Module: its class, or NULL. */
+static PyObject *module_of_iframe(IFrame *f, PyCodeObject *code) {
+    if (code->co_argcount < 1 || PyUnicode_Compare(code->co_name, s_forward) != 0) {
+        if (PyErr_Occurred()) PyErr_Clear();
+        return NULL;
+    }
+    PyObject *names = code->co_localsplusnames;
+    if (!names || PyTuple_GET_SIZE(names) < 1 || PyUnicode_Compare(PyTuple_GET_ITEM(names, 0), s_self) != 0) {
+        if (PyErr_Occurred()) PyErr_Clear();
+        return NULL;
+    }
+    PyObject *obj = f->localsplus[0];
+    if (obj && PyCell_Check(obj)) /* `self` captured by a closure lives in a cell */
+        obj = PyCell_GET(obj);
+    if (!obj || !PyObject_HasAttr(obj, s_modules)) { PyErr_Clear(); return NULL; }
+    PyObject *cls = (PyObject *)Py_TYPE(obj);
+    Py_INCREF(cls);
+    return cls;
+}
+#endif
+
+static PyObject *finish_info(PyObject *codes, PyObject *lastis, PyObject *module, int module_index) {
+    PyObject *op = autograd_op();
+    PyObject *rng;
+    Py_ssize_t nr = g_ranges && PyList_Check(g_ranges) ? PyList_GET_SIZE(g_ranges) : 0;
+    if (nr) { rng = PyList_GET_ITEM(g_ranges, nr - 1); Py_INCREF(rng); }
+    else { rng = Py_None; Py_INCREF(rng); }
+    PyObject *info = Py_BuildValue("(OOOiNN)", codes, lastis, module ? module : Py_None, module_index, op, rng);
+    if (!info) return NULL;
+    PyObject *result = PyTuple_Pack(2, info, Py_None);
+    Py_DECREF(info);
+    return result;
+}
+
+static inline int is_stop(PyCodeObject *c, Py_ssize_t nstop) {
+    for (Py_ssize_t j = 0; j < nstop; j++)
+        if (PyList_GET_ITEM(g_stop, j) == (PyObject *)c) return 1;
+    return 0;
+}
+
+static PyObject *node_info_public(void);
+
 /* ((codes, lastis, module, module_index, op, range), None) for the running thread; NULL on error. */
 static PyObject *node_info(void) {
+#ifdef CGTOOL_FRAME_INTERNALS
+    if (!g_public_walk) {
+        IFrame *frames[MAX_FRAMES];
+        int n = 0;
+        Py_ssize_t nstop = g_stop ? PyList_GET_SIZE(g_stop) : 0;
+        for (IFrame *f = current_iframe(PyThreadState_Get()); f && n < MAX_FRAMES; f = first_complete(f->previous)) {
+            if (nstop && is_stop(iframe_code(f), nstop)) break;
+            frames[n++] = f;
+        }
+        PyObject *codes = PyList_New(n), *lastis = PyList_New(n), *module = NULL, *result = NULL;
+        int module_index = -1;
+        if (codes && lastis) {
+            int i = 0;
+            for (; i < n; i++) {
+                PyCodeObject *c = iframe_code(frames[i]);
+                int lasti = _PyInterpreterFrame_LASTI(frames[i]);
+                PyObject *li = PyLong_FromLong(lasti < 0 ? -1 : lasti * (int)sizeof(_Py_CODEUNIT));
+                if (!li) break;
+                Py_INCREF(c);
+                PyList_SET_ITEM(codes, i, (PyObject *)c);
+                PyList_SET_ITEM(lastis, i, li);
+                if (!module) {
+                    module = module_of_iframe(frames[i], c);
+                    if (module) module_index = i;
+                }
+            }
+            if (i == n) result = finish_info(codes, lastis, module, module_index);
+        }
+        Py_XDECREF(codes);
+        Py_XDECREF(lastis);
+        Py_XDECREF(module);
+        return result;
+    }
+#endif
+    return node_info_public();
+}
+
+/* The same with the public frame API (frame objects made for the walk). */
+static PyObject *node_info_public(void) {
     PyFrameObject *frames[MAX_FRAMES];
     int n = 0;
     PyThreadState *ts = PyThreadState_Get();
@@ -110,8 +230,7 @@ static PyObject *node_info(void) {
     while (f && n < MAX_FRAMES) {
         if (nstop) {
             PyCodeObject *c = PyFrame_GetCode(f);
-            int hit = 0;
-            for (Py_ssize_t j = 0; j < nstop && !hit; j++) hit = PyList_GET_ITEM(g_stop, j) == (PyObject *)c;
+            int hit = is_stop(c, nstop);
             Py_DECREF(c);
             if (hit) break;
         }
@@ -135,16 +254,7 @@ static PyObject *node_info(void) {
             if (module) module_index = i;
         }
     }
-    PyObject *op = autograd_op();
-    PyObject *rng;
-    Py_ssize_t nr = g_ranges && PyList_Check(g_ranges) ? PyList_GET_SIZE(g_ranges) : 0;
-    if (nr) { rng = PyList_GET_ITEM(g_ranges, nr - 1); Py_INCREF(rng); }
-    else { rng = Py_None; Py_INCREF(rng); }
-    PyObject *info = Py_BuildValue("(OOOiNN)", codes, lastis, module ? module : Py_None, module_index, op, rng);
-    if (info) {
-        result = PyTuple_Pack(2, info, Py_None);
-        Py_DECREF(info);
-    }
+    result = finish_info(codes, lastis, module, module_index);
 done:
     Py_XDECREF(codes);
     Py_XDECREF(lastis);
@@ -256,6 +366,19 @@ static PyObject *deactivate(PyObject *mod, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+static PyObject *set_walk(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    int internal = PyObject_IsTrue(arg);
+    if (internal < 0) return NULL;
+#ifdef CGTOOL_FRAME_INTERNALS
+    g_public_walk = !internal;
+    return PyBool_FromLong(internal);
+#else
+    g_public_walk = 1;
+    Py_RETURN_FALSE;
+#endif
+}
+
 static PyObject *stats(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
     return Py_BuildValue("(KKK)", g_calls, g_ns, g_errors);
@@ -337,6 +460,8 @@ static PyMethodDef methods[] = {
     {"set_autograd", set_autograd, METH_O, "set_autograd(fn): torch._C._current_autograd_node, or None."},
     {"deactivate", deactivate, METH_NOARGS, "Stop: the callback returns at once from now on."},
     {"stats", stats, METH_NOARGS, "(node callbacks, ns inside them, errors)."},
+    {"set_walk", set_walk, METH_O, "set_walk(internal): walk CPython's frames directly (where built); "
+     "whether that walk is on now."},
     {"address", address, METH_NOARGS, "The address of the C callback, for cuptiSubscribe."},
     {NULL, NULL, 0, NULL},
 };
