@@ -375,7 +375,10 @@ def test_a_crash_after_two_graphs_keeps_both(tmp_path: Path, how: str, code: int
     prog.write_text(_CRASHING)
     out = tmp_path / "rec"
     root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'site'}{os.pathsep}{root}", CGTOOL_RECORD_SUBSCRIBER="cupti-python")
+    # the stand-in package first; the caller's path after (where msgspec may be, as on the GPU machine)
+    path = os.pathsep.join([str(tmp_path / "site"), str(root)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
+                                                              else []))
+    env = dict(os.environ, PYTHONPATH=path, CGTOOL_RECORD_SUBSCRIBER="cupti-python")
     env.pop("CGTOOL_RECORD_PARENT", None)
     p = subprocess.run([sys.executable, "-m", "cgtool.capture.record._boot", "--out", str(out), "--", str(prog), how],
                        env=env, capture_output=True, text=True, timeout=120)
