@@ -431,7 +431,7 @@ def _function(name: str | None) -> tuple[str | None, str | None]:
     """(kernel name, demangled name or None when it demangles to itself): once per function."""
     if not name:
         return name, None
-    dm = demangle(name)
+    dm = _demangled(name)
     return name, (dm if dm != name else None)
 
 
@@ -457,7 +457,8 @@ def _bindings_kernel(drv: Any, h: int, funcs: dict[int, tuple[str | None, str | 
 
 @functools.lru_cache(maxsize=4096)
 def _demangled(kname: str) -> str:
-    # A graph launches the same few kernels many times; demangling is a C++ library call each.
+    # The graphs of one process launch the same kernels again and again; demangling is a C++
+    # library call through ctypes each time, and a name demangles the same way for the whole process.
     return demangle(kname)
 
 
