@@ -36,8 +36,7 @@ def test_adjacency_equals_the_per_edge_loop_in_order():
         if n:
             frm.append(12345)  # an edge from a node outside the list is left out
             to.append(handles[0])
-        assert _adjacency(handles, np.array(frm, dtype=np.uint64), np.array(to, dtype=np.uint64)) == \
-            _by_loop(handles, frm, to)
+        assert _adjacency(handles, frm, to) == _by_loop(handles, frm, to)
 
 
 def test_kernel_params_layout_as_numpy_reads_it():
