@@ -5,6 +5,7 @@ import ctypes
 import random
 
 import numpy as np
+import pytest
 
 from cgtool.capture import _fastcuda
 from cgtool.capture.export import _KPARAMS_DTYPE, _adjacency
@@ -101,3 +102,95 @@ def test_compiled_dicts_equal_the_comprehension_key_for_key():
     assert json.dumps(got) == json.dumps(want)  # same keys in the same order
     with pytest.raises(ValueError):
         batch.dicts(("a", "b"), ([1], [1, 2]), (False, False))
+
+
+def _raw_fields(raw):
+    """A RawGraph as plain values (numpy columns and the params buffer as lists/bytes)."""
+    import numpy as np
+
+    from cgtool.capture.export import _KPARAMS_DTYPE
+
+    col = np.frombuffer(memoryview(raw.params), dtype=_KPARAMS_DTYPE) if raw.handles else None
+    return {
+        "exec_id": raw.exec_id, "source": raw.source, "handles": list(raw.handles),
+        "frm": raw.frm.tolist(), "to": raw.to.tolist(), "refused": list(raw.refused),
+        "other_types": raw.other_types, "func_names": raw.func_names, "ids": raw.ids.tolist(),
+        "func": None if col is None else [f if i not in raw.refused else 0 for i, f in enumerate(col["func"].tolist())],
+        "grid": None if col is None else col["grid"].tolist(), "block": None if col is None else col["block"].tolist(),
+        "smem": None if col is None else col["smem"].tolist(),
+    }
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 40, 1000])
+def test_compiled_read_equals_the_column_by_column_read(monkeypatch, n):
+    """export.read_graph through the compiled helper's one call (``_nodecb.read_graph``) and through
+    the ctypes columns (impl="map"), over one stand-in driver: the same RawGraph, the same export
+    document, and the stand-in's own graph in it (ids, names, kernels, edges)."""
+    import json
+
+    import fake_cuda_driver as fake
+
+    from cgtool.capture import _fastcuda, export
+
+    if _fastcuda._batch() is None:
+        pytest.skip("the compiled helper is not built here")
+    g = fake.make_graph(n, seed=n)
+    drv = fake.FakeDriver(g)
+    fake.install(monkeypatch, drv)
+    compiled = export.read_graph(drv.graph_handle, drv.exec_handle)
+    by_map = export.read_graph(drv.graph_handle, drv.exec_handle, impl="map")
+    assert _raw_fields(compiled) == _raw_fields(by_map)
+    a = export.build(compiled, with_environment=False).data
+    b = export.build(by_map, with_environment=False).data
+    for d in (a, b):
+        d["cgtool"]["timings"] = {}
+    assert json.dumps(a) == json.dumps(b)
+    # ... and both say what the stand-in holds (an independent account of the graph)
+    idx = {h: i for i, h in enumerate(g.handles)}
+    nodes = a["nodes"]
+    assert [nd["tools_id"] for nd in nodes] == [(g.exec_id << 32) | i for i in range(n)]
+    assert [nd["kernel_name"] for nd in nodes] == [g.names[f].decode() if f else None for f in g.funcs]
+    assert [nd["node_type"] for nd in nodes] == ["kernel" if k == "kernel" else "memset" for k in g.kinds]
+    want_deps = [[] for _ in range(n)]
+    for x, y in g.edges:
+        want_deps[idx[y]].append(idx[x])
+    assert [nd["dependencies"] for nd in nodes] == want_deps
+    assert [m.get("grid") for m in a["cgtool"]["nodes"]] == [list(gr) if k == "kernel" else None
+                                                            for gr, k in zip(g.grid, g.kinds)]
+    # names: once per distinct function, not once per node
+    assert g.calls.get("name", 0) <= 2 * (len(set(g.funcs)))
+
+
+def test_compiled_read_leaves_edges_to_the_caller_when_the_driver_refuses():
+    import fake_cuda_driver as fake
+
+    from cgtool.capture import _fastcuda
+
+    batch = _fastcuda._batch()
+    if batch is None:
+        pytest.skip("the compiled helper is not built here")
+    drv = fake.FakeDriver(fake.make_graph(20, seed=3), edges_fail=True)
+    size = ctypes.sizeof(_fastcuda.KernelParamsV2)
+    handles, frm, to, params, refused, funcs, ids = batch.read_graph(drv.entry_points() + (0,), drv.graph_handle, size)
+    assert frm is None and to is None and ids is None
+    assert handles == drv.g.handles and len(params) == 20 * size
+    with pytest.raises(OSError, match="cuGraphGetNodes"):
+        batch.read_graph(drv.entry_points() + (0,), 0x1, size)  # a graph the driver does not know
+
+
+def test_compiled_adjacency_equals_the_per_edge_loop():
+    from cgtool.capture import _fastcuda
+
+    batch = _fastcuda._batch()
+    if batch is None:
+        pytest.skip("the compiled helper is not built here")
+    rng = random.Random(5)
+    for n in (0, 1, 3, 50, 3000):
+        handles = rng.sample(range(1 << 40, (1 << 40) + 40 * n + 40, 8), n)
+        if n > 2:
+            handles[1] = 0  # handle 0 (the table's empty mark) is a node like any other
+        pairs = [(rng.randrange(n), rng.randrange(n)) for _ in range(2 * n)] if n else []
+        frm = [handles[a] for a, b in pairs if a != b] + [999]  # 999: not a node, left out
+        to = [handles[b] for a, b in pairs if a != b] + [handles[0] if n else 998]
+        got = batch.adjacency(handles, np.array(frm, dtype=np.uint64), np.array(to, dtype=np.uint64))
+        assert got == _by_loop(handles, frm, to) == _adjacency(handles, frm, to)

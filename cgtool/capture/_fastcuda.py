@@ -78,6 +78,14 @@ class Driver:
             self.get_edges.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 3 + [ctypes.POINTER(ctypes.c_size_t)]
             self.get_edges.restype = ctypes.c_int
 
+    def entry_points(self) -> tuple[int, int, int, int]:
+        """Addresses of cuGraphGetNodes, cuGraphGetEdges_v2 (0 when missing),
+        cuGraphKernelNodeGetParams_v2 and cuFuncGetName, for the compiled ``read_graph``."""
+        def addr(fn: Any) -> int:
+            return int(ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn is not None else 0
+
+        return addr(self.get_nodes), addr(self.get_edges), addr(self.kparams), addr(self.func_name)
+
     def each(self, fn: Any, handles: list[int], base: int, stride: int) -> list[int]:
         """``fn(handle, base + i * stride)`` for every handle (``fn``: one of this driver's
         two-argument entry points, or another library's); the indices whose call failed. One C loop

@@ -131,7 +131,8 @@ def graph_data(
 
     The result has exactly get_graph_data()'s keys, plus ``"cgtool"`` when ``with_meta``.
     ``id_source`` forces "driver" or "cupti" (for tests); "auto" prefers the driver.
-    ``impl`` picks the per-node calls: "ctypes" (fast), "bindings" (cuda.bindings), "auto".
+    ``impl`` picks the per-node calls: "ctypes" (fast: the compiled helper's one-call read where it is
+    built), "map" (ctypes, column by column from Python), "bindings" (cuda.bindings), "auto".
     ``with_environment=False`` leaves ``cgtool.environment`` out (the recorder adds it off the
     CUDA callback); ``handles_out`` receives the node handles, in the order of ``nodes``.
     ``cupti``: what gives CUPTI's ids where the driver cannot (cupti-python's module by default;
@@ -224,17 +225,48 @@ class RawGraph:
 
 def read_graph(raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto",
                impl: str = "auto", cupti: Any = None) -> RawGraph:
-    """Every driver and CUPTI call of an export of ``raw_graph`` (instantiated as ``raw_exec``)."""
+    """Every driver and CUPTI call of an export of ``raw_graph`` (instantiated as ``raw_exec``).
+
+    Where the compiled helper is built, the nodes, edges, kernel parameters, function names and
+    CUPTI's node ids are read by one C call (``_nodecb.read_graph``); else column by column from
+    Python, each per-node call made for every node by a C-level ``map()``. Both give the same
+    :class:`RawGraph` (``tests/test_export_cpu.py`` runs both over one stand-in driver)."""
     cupti_ids = cupti
     raw_graph, raw_exec = int(raw_graph), int(raw_exec)
     rt, drv = require_bindings("Graph export")
-    graph = rt.cudaGraph_t(init_value=raw_graph)
     t0 = time.perf_counter()
     fast = _fastcuda.load() if impl != "bindings" else None
     if impl == "ctypes" and fast is None:
         raise CaptureError("The ctypes export path needs libcuda.so.1 with CUDA 12+ entry points.")
-    nodes: list[Any] = [] if fast is not None else _get_nodes(rt, graph)  # cuda.bindings objects
-    handles = fast.nodes(raw_graph) if fast is not None else [int(n) for n in nodes]
+    batch = _fastcuda._batch() if fast is not None and impl != "map" else None
+    size = ctypes.sizeof(_fastcuda.KernelParamsV2)
+    nodes: list[Any] = []  # cuda.bindings objects, on the cuda.bindings path only
+    c_ids: Any = None  # CUPTI's node ids as read by the compiled helper
+    func_names: dict[int, str | None] | None = None  # function -> its name (None: look the names up below)
+    params: Any
+    if batch is not None and fast is not None:
+        # CUPTI's ids in the same C call unless the driver is known to give tools ids (13.1+).
+        node_addr = 0
+        if id_source == "cupti" or (id_source == "auto" and _tools_id_probe is not True):
+            if cupti_ids is None:
+                cupti_ids = _compiled_ids()
+            node_addr = int(getattr(cupti_ids, "_node_addr", 0) or 0)
+        handles, frm_b, to_b, params, refused, func_names, c_ids = batch.read_graph(
+            fast.entry_points() + (node_addr,), raw_graph, size)
+        edges = None if frm_b is None else (frm_b, to_b)
+    else:
+        nodes = [] if fast is not None else _get_nodes(rt, rt.cudaGraph_t(init_value=raw_graph))
+        handles = fast.nodes(raw_graph) if fast is not None else [int(n) for n in nodes]
+        edges = fast.edges(raw_graph) if fast is not None else None
+        # Kernel parameters straight into one array of structs, each driver call made for every
+        # node by a C-level map() (the loop's own bytecode cost as much as the calls): a kernel node
+        # answers cuGraphKernelNodeGetParams, any other node type refuses it
+        # (CUDA_ERROR_INVALID_VALUE), and only those nodes are asked their type.
+        params = (_fastcuda.KernelParamsV2 * len(handles))()
+        if fast is not None and handles:
+            refused = fast.each(fast.kparams, handles, ctypes.addressof(params), size)
+        else:
+            refused = list(range(len(handles)))
 
     def node_obj(i: int) -> Any:
         return nodes[i] if nodes else rt.cudaGraphNode_t(init_value=handles[i])
@@ -269,25 +301,13 @@ def read_graph(raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_sour
     kernel_t = next((k for k, t in names.items() if t == "kernel"), -1)
     child_t = next((k for k, t in names.items() if t == "child_graph"), -2)
     n = len(handles)
-    edges = fast.edges(raw_graph) if fast is not None else None
     if edges is not None:
         frm, to = (np.frombuffer(e, dtype=np.uint64) if len(e) else np.zeros(0, np.uint64) for e in edges)
     else:
-        frm_o, to_o = _get_edges(rt, graph)
+        frm_o, to_o = _get_edges(rt, rt.cudaGraph_t(init_value=raw_graph))
         frm = np.array([int(a) for a in frm_o], dtype=np.uint64)
         to = np.array([int(b) for b in to_o], dtype=np.uint64)
 
-    # Column by column, each driver call made for every node by a C-level map() rather than a
-    # Python loop (the loop's own bytecode cost as much as the calls; bench_export.py profiles it).
-    # Kernel parameters go straight into one array of structs: a kernel node answers
-    # cuGraphKernelNodeGetParams, any other node type refuses it (CUDA_ERROR_INVALID_VALUE), and
-    # only those nodes are asked their type.
-    size = ctypes.sizeof(_fastcuda.KernelParamsV2)
-    params = (_fastcuda.KernelParamsV2 * n)()
-    if fast is not None and n:
-        refused = fast.each(fast.kparams, handles, ctypes.addressof(params), size)
-    else:
-        refused = list(range(n))
     other_types: dict[int, int] = {}  # node index -> type, for nodes other than kernels
     by_bindings: dict[int, tuple[str | None, dict[str, Any]]] = {}  # kernels read through cuda.bindings
     funcs_known: dict[int, tuple[str | None, str | None]] = {}  # function -> (kernel name, demangled)
@@ -304,20 +324,24 @@ def read_graph(raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_sour
         else:
             other_types[i] = ntype
 
-    col = np.frombuffer(memoryview(params), dtype=_KPARAMS_DTYPE) if n else np.zeros(0, _KPARAMS_DTYPE)
-    funcs = col["func"].tolist()
-    for i in refused:
-        funcs[i] = 0  # whatever a refusing call left in its slot is not a function
-    func_names: dict[int, str | None] = {}  # names: once per function (demangled in build)
-    for f in set(funcs):
-        if f not in funcs_known:
-            func_names[f] = fast.name(f) if fast is not None else _func_name(drv, f)
+    if func_names is None:  # names: once per function (demangled in build)
+        col = np.frombuffer(memoryview(params), dtype=_KPARAMS_DTYPE) if n else np.zeros(0, _KPARAMS_DTYPE)
+        funcs = col["func"].tolist()
+        for i in refused:
+            funcs[i] = 0  # whatever a refusing call left in its slot is not a function
+        func_names = {f: (fast.name(f) if fast is not None else _func_name(drv, f))
+                      for f in set(funcs) if f not in funcs_known}
+    elif funcs_known:
+        func_names = {f: v for f, v in func_names.items() if f not in funcs_known}
 
-    batch = getattr(cupti_ids, "graph_node_ids", None) if node_id is not None else None
-    if batch is not None:
-        ids = np.array(batch(handles), dtype=np.uint64).reshape(n)
+    if node_id is not None and c_ids is not None:
+        ids = np.frombuffer(c_ids, dtype=np.uint64) if n else np.zeros(0, np.uint64)
     elif node_id is not None:
-        ids = np.fromiter(map(node_id, handles), dtype=np.uint64, count=n)
+        batch_ids = getattr(cupti_ids, "graph_node_ids", None)
+        if batch_ids is not None:
+            ids = np.array(batch_ids(handles), dtype=np.uint64).reshape(n)
+        else:
+            ids = np.fromiter(map(node_id, handles), dtype=np.uint64, count=n)
     else:
         ids = np.array([tools_local(i) for i in range(n)], dtype=np.uint64)
     children = {i: _child_summary(rt, rt.cudaGraphNode_t(init_value=handles[i]))
@@ -331,7 +355,11 @@ def build(raw: RawGraph, *, with_meta: bool = True, with_environment: bool = Tru
     """The export document from what :func:`read_graph` read: no CUDA call."""
     names, handles, n = raw.names, raw.handles, len(raw.handles)
     kernel_name = names.get(raw.kernel_t, "kernel")
-    dependencies, dependents = _adjacency(handles, raw.frm.tolist(), raw.to.tolist())
+    batch = _fastcuda._batch()  # the compiled helper, where it is built: adjacency and dicts in C
+    if batch is not None:
+        dependencies, dependents = batch.adjacency(handles, raw.frm, raw.to)
+    else:
+        dependencies, dependents = _adjacency(handles, raw.frm.tolist(), raw.to.tolist())
     col = np.frombuffer(memoryview(raw.params), dtype=_KPARAMS_DTYPE) if n else np.zeros(0, _KPARAMS_DTYPE)
     funcs = col["func"].tolist()
     for i in raw.refused:
@@ -352,8 +380,7 @@ def build(raw: RawGraph, *, with_meta: bool = True, with_environment: bool = Tru
     local = raw.ids & np.uint64(LOW32)
     locals_ = local.tolist()
     tools = (local | np.uint64(exec_id << 32)).tolist()
-    batch = _fastcuda._batch()  # the compiled helper builds the dicts where it is built (same keys, same order)
-    if batch is not None:
+    if batch is not None:  # same keys, same order as the comprehension
         infos = batch.dicts(_INFO_KEYS, (list(range(n)), tnames, tools, [exec_id] * n, locals_, knames, dependencies,
                                          dependents), (False,) * 8)
     else:

@@ -11,6 +11,10 @@
  *     nodes[graph][node] = ((codes, lastis, module_class, module_index, autograd_op, range), None)
  *     node_graph[node] = graph
  *
+ * It also handles the runtime's graph instantiations itself (configure's `instantiate`: node
+ * callbacks are ignored while one runs, its start is kept for instantiate_began()) and drops the
+ * API sites the recorder ignores (`enter_only`, `exit_only`), so that neither reaches Python.
+ *
  * Every other callback (capture begin/end, instantiation, launches, clones, destruction) and
  * nodes made on threads other than the main one go to the Python handler(domain, cbid, cbdata).
  * The struct offsets and callback ids come from Python (_subscriber), so nothing here depends
@@ -50,6 +54,18 @@ static PyObject *g_stop;       /* list of code objects where the walk stops (the
 static PyObject *g_autograd;   /* torch._C._current_autograd_node, or NULL */
 static unsigned long g_main;   /* thread id of the main thread */
 static int g_res_domain = 3, g_node_cbid = 13, g_active;
+/* Handled here without Python (configure's optional arguments): the runtime's graph instantiations
+ * (cudaGraphInstantiate* clones every node: GRAPHNODE_CREATED + _CLONED per node, which are not the
+ * program's nodes, so node callbacks are ignored while one runs; the start time is kept for the
+ * recorder), and the callback sites Python has no use for (capture begin's exit, capture end's enter). */
+#define MAX_IDS 16
+static int g_rt_domain = -1, g_clone_cbid = -1;
+static Py_ssize_t g_off_site = 0;
+static uint32_t g_inst_ids[MAX_IDS], g_enter_only[MAX_IDS], g_exit_only[MAX_IDS];
+static int g_n_inst, g_n_enter_only, g_n_exit_only;
+static int g_instantiating; /* instantiations running (any thread); atomic */
+#define MAX_INST_THREADS 8
+static struct { unsigned long thread; unsigned long long t0; } g_inst_start[MAX_INST_THREADS];
 static Py_ssize_t g_off_desc = 16, g_off_graph = 0, g_off_node = 16;
 static unsigned long long g_calls, g_ns, g_errors;
 static int g_public_walk; /* walk with the public frame API even where the internal walk is built */
@@ -293,10 +309,41 @@ static void forward_to_python(int domain, uint32_t cbid, const void *cbdata) {
     Py_XDECREF(r);
 }
 
+static inline int has_id(const uint32_t *ids, int n, uint32_t cbid) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] == cbid) return 1;
+    return 0;
+}
+
+/* An instantiation's API enter (site 0) or exit on this thread: no Python, no GIL. */
+static void instantiation(int site) {
+    if (site == 0) {
+        __atomic_add_fetch(&g_instantiating, 1, __ATOMIC_SEQ_CST);
+        unsigned long t = PyThread_get_thread_ident();
+        int slot = 0;
+        for (int i = 0; i < MAX_INST_THREADS; i++)
+            if (g_inst_start[i].thread == t || g_inst_start[i].thread == 0) { slot = i; break; }
+        g_inst_start[slot].thread = t;
+        g_inst_start[slot].t0 = now_ns();
+    } else if (__atomic_load_n(&g_instantiating, __ATOMIC_SEQ_CST) > 0) {
+        __atomic_sub_fetch(&g_instantiating, 1, __ATOMIC_SEQ_CST);
+    }
+}
+
 /* The CUpti_CallbackFunc: void (void *userdata, CUpti_CallbackDomain, CUpti_CallbackId, const void *). */
 static void callback(void *userdata, int domain, uint32_t cbid, const void *cbdata) {
     (void)userdata;
     if (!g_active || Py_IsInitialized() == 0) return;
+    if (domain == g_res_domain && ((int)cbid == g_node_cbid || (int)cbid == g_clone_cbid) &&
+        __atomic_load_n(&g_instantiating, __ATOMIC_SEQ_CST) > 0)
+        return; /* an instantiation's clones */
+    if (domain == g_rt_domain && cbdata) {
+        int site;
+        memcpy(&site, (const char *)cbdata + g_off_site, sizeof site);
+        if (has_id(g_inst_ids, g_n_inst, cbid)) { instantiation(site); return; }
+        if (site == 0 ? has_id(g_exit_only, g_n_exit_only, cbid) : has_id(g_enter_only, g_n_enter_only, cbid))
+            return;
+    }
 #if PY_VERSION_HEX >= 0x030D0000
     if (Py_IsFinalizing()) return;
 #else
@@ -327,17 +374,45 @@ static void clear_refs(void) {
     Py_CLEAR(g_autograd);
 }
 
+static int read_ids(PyObject *seq, uint32_t *out, int *n, const char *what) {
+    *n = 0;
+    if (!seq || seq == Py_None) return 0;
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (!fast) return -1;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
+    if (k > MAX_IDS) { Py_DECREF(fast); PyErr_Format(PyExc_ValueError, "%s: at most %d ids", what, MAX_IDS); return -1; }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (v == -1 && PyErr_Occurred()) { Py_DECREF(fast); return -1; }
+        out[i] = (uint32_t)v;
+    }
+    *n = (int)k;
+    Py_DECREF(fast);
+    return 0;
+}
+
 static PyObject *configure(PyObject *mod, PyObject *args, PyObject *kw) {
     static char *names[] = {"handler", "nodes", "node_graph", "ranges", "stop", "main_thread", "resource_domain",
-                            "node_cbid", "off_desc", "off_graph", "off_node", NULL};
-    PyObject *h, *nodes, *ng, *ranges, *stop;
+                            "node_cbid", "off_desc", "off_graph", "off_node", "clone_cbid", "runtime_domain",
+                            "off_site", "instantiate", "enter_only", "exit_only", NULL};
+    PyObject *h, *nodes, *ng, *ranges, *stop, *inst = NULL, *enter_only = NULL, *exit_only = NULL;
     unsigned long main_thread;
-    int dom, cbid;
-    Py_ssize_t od, og, on;
+    int dom, cbid, clone = -1, rt = -1;
+    Py_ssize_t od, og, on, osite = 0;
     (void)mod;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!OO!kiinnn", names, &h, &PyDict_Type, &nodes, &PyDict_Type, &ng,
-                                     &ranges, &PyList_Type, &stop, &main_thread, &dom, &cbid, &od, &og, &on))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!OO!kiinnn|iinOOO", names, &h, &PyDict_Type, &nodes, &PyDict_Type,
+                                     &ng, &ranges, &PyList_Type, &stop, &main_thread, &dom, &cbid, &od, &og, &on,
+                                     &clone, &rt, &osite, &inst, &enter_only, &exit_only))
         return NULL;
+    if (read_ids(inst, g_inst_ids, &g_n_inst, "instantiate") < 0 ||
+        read_ids(enter_only, g_enter_only, &g_n_enter_only, "enter_only") < 0 ||
+        read_ids(exit_only, g_exit_only, &g_n_exit_only, "exit_only") < 0)
+        return NULL;
+    g_clone_cbid = clone;
+    g_rt_domain = rt;
+    g_off_site = osite;
+    g_instantiating = 0;
+    memset(g_inst_start, 0, sizeof g_inst_start);
     clear_refs();
     Py_INCREF(h); g_handler = h;
     Py_INCREF(nodes); g_nodes = nodes;
@@ -377,6 +452,21 @@ static PyObject *set_walk(PyObject *mod, PyObject *arg) {
     g_public_walk = 1;
     Py_RETURN_FALSE;
 #endif
+}
+
+/* instantiate_began(thread): when the instantiation running on `thread` began (seconds on
+ * time.perf_counter()'s clock, CLOCK_MONOTONIC), or None; the entry is taken. */
+static PyObject *instantiate_began(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    unsigned long t = PyLong_AsUnsignedLong(arg);
+    if (t == (unsigned long)-1 && PyErr_Occurred()) return NULL;
+    for (int i = 0; i < MAX_INST_THREADS; i++)
+        if (g_inst_start[i].thread == t && g_inst_start[i].t0) {
+            double s = (double)g_inst_start[i].t0 / 1e9;
+            g_inst_start[i].t0 = 0;
+            return PyFloat_FromDouble(s);
+        }
+    Py_RETURN_NONE;
 }
 
 static PyObject *stats(PyObject *mod, PyObject *unused) {
@@ -451,12 +541,238 @@ static PyObject *dicts(PyObject *mod, PyObject *args) {
     return out;
 }
 
+/* ---- The graph export's reads, in C: every per-node driver and CUPTI call of one graph in one call.
+ *
+ * read_graph((get_nodes, get_edges_v2, kernel_params, func_name, node_id), graph, param_size)
+ *   get_nodes     CUresult cuGraphGetNodes(CUgraph, CUgraphNode *, size_t *)
+ *   get_edges_v2  CUresult cuGraphGetEdges_v2(CUgraph, CUgraphNode *, CUgraphNode *, CUgraphEdgeData *, size_t *)
+ *                 (0: not there; the edges come back as None)
+ *   kernel_params CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2 *)
+ *   func_name     CUresult cuFuncGetName(const char **, CUfunction)
+ *   node_id       CUptiResult cuptiGetGraphNodeId(CUgraphNode, uint64_t *) (0: no ids read)
+ * -> (handles: list[int], frm: bytes | None, to: bytes | None, params: bytearray (param_size a node),
+ *     refused: list[int] (nodes whose kernel_params call failed: not kernels), funcs: {function: name},
+ *     ids: bytes | None)
+ *
+ * Why C: the same reads from Python (ctypes calls, C-level map()s, numpy columns, a dict per
+ * distinct function) cost the recorder ~0.45 ms for a 127-node graph inside the program's
+ * cudaGraphInstantiate, and the export of a 1,000-node graph ~3.6x the bare cuGraphGetNodes +
+ * cuGraphGetEdges calls (benchmarks/bench_export.py; the figures of this version are in its output).
+ * The struct layouts stay in Python (_fastcuda.KernelParamsV2): the function pointer is the first
+ * field, and param_size bytes are given to the driver per node. */
+typedef int (*get_nodes_fn)(void *graph, uint64_t *nodes, size_t *n);
+typedef int (*get_edges_fn)(void *graph, uint64_t *from, uint64_t *to, void *data, size_t *n);
+typedef int (*func_name_fn)(const char **name, void *func);
+
+#define EDGE_DATA_BYTES 8 /* sizeof(CUgraphEdgeData) */
+
+static PyObject *read_graph(PyObject *mod, PyObject *args) {
+    unsigned long long a_nodes, a_edges, a_params, a_name, a_id, graph;
+    Py_ssize_t psize;
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "(KKKKK)Kn", &a_nodes, &a_edges, &a_params, &a_name, &a_id, &graph, &psize))
+        return NULL;
+    if (!a_nodes || !a_params || !a_name || psize < (Py_ssize_t)sizeof(void *))
+        return PyErr_Format(PyExc_ValueError, "read_graph: an entry point is missing or the parameter size is wrong");
+    get_nodes_fn get_nodes = (get_nodes_fn)(uintptr_t)a_nodes;
+    get_edges_fn get_edges = (get_edges_fn)(uintptr_t)a_edges;
+    call2_fn kparams = (call2_fn)(uintptr_t)a_params, node_id = (call2_fn)(uintptr_t)a_id;
+    func_name_fn func_name = (func_name_fn)(uintptr_t)a_name;
+    void *g = (void *)(uintptr_t)graph;
+
+    PyObject *handles = NULL, *frm = NULL, *to = NULL, *params = NULL, *refused = NULL, *funcs = NULL, *ids = NULL;
+    PyObject *result = NULL;
+    uint64_t *nodes = NULL;
+    size_t n = 0, m = 0;
+    int rc = get_nodes(g, NULL, &n);
+    if (rc) { PyErr_Format(PyExc_OSError, "cuGraphGetNodes returned %d", rc); goto done; }
+    if (n) {
+        nodes = PyMem_Malloc(n * sizeof(uint64_t));
+        if (!nodes) { PyErr_NoMemory(); goto done; }
+        size_t got = n;
+        rc = get_nodes(g, nodes, &got);
+        if (rc) { PyErr_Format(PyExc_OSError, "cuGraphGetNodes returned %d", rc); goto done; }
+        if (got < n) n = got;
+    }
+    handles = PyList_New((Py_ssize_t)n);
+    if (!handles) goto done;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *h = PyLong_FromUnsignedLongLong(nodes[i]);
+        if (!h) goto done;
+        PyList_SET_ITEM(handles, (Py_ssize_t)i, h);
+    }
+
+    /* Edges: None when the entry point is missing or refuses (the caller asks cuda.bindings then). */
+    if (get_edges && get_edges(g, NULL, NULL, NULL, &m) == 0) {
+        frm = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(m * 8));
+        to = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(m * 8));
+        if (!frm || !to) goto done;
+        if (m) {
+            void *data = PyMem_Calloc(m, EDGE_DATA_BYTES);
+            if (!data) { PyErr_NoMemory(); goto done; }
+            size_t got = m;
+            rc = get_edges(g, (uint64_t *)PyBytes_AS_STRING(frm), (uint64_t *)PyBytes_AS_STRING(to), data, &got);
+            PyMem_Free(data);
+            if (rc) { Py_CLEAR(frm); Py_CLEAR(to); }
+            else if (got < m) { /* fewer edges than counted: the first `got` */
+                PyObject *f2 = PyBytes_FromStringAndSize(PyBytes_AS_STRING(frm), (Py_ssize_t)(got * 8));
+                PyObject *t2 = PyBytes_FromStringAndSize(PyBytes_AS_STRING(to), (Py_ssize_t)(got * 8));
+                Py_SETREF(frm, f2);
+                Py_SETREF(to, t2);
+                if (!frm || !to) goto done;
+            }
+        }
+    }
+    if (!frm) { frm = Py_None; Py_INCREF(frm); Py_XDECREF(to); to = Py_None; Py_INCREF(to); }
+
+    /* Kernel parameters straight into the array of structs; a node that is not a kernel refuses. */
+    params = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)n * psize);
+    refused = PyList_New(0);
+    funcs = PyDict_New();
+    if (!params || !refused || !funcs) goto done;
+    char *pbuf = PyByteArray_AS_STRING(params);
+    memset(pbuf, 0, (size_t)n * (size_t)psize);
+    for (size_t i = 0; i < n; i++) {
+        if (kparams((void *)(uintptr_t)nodes[i], pbuf + i * (size_t)psize)) {
+            PyObject *v = PyLong_FromSize_t(i);
+            if (!v || PyList_Append(refused, v) < 0) { Py_XDECREF(v); goto done; }
+            Py_DECREF(v);
+            memset(pbuf + i * (size_t)psize, 0, (size_t)psize); /* whatever it left is not a function */
+        }
+    }
+    /* Names: once per distinct function (function 0, for refusing nodes, has none). */
+    void *last = NULL;
+    for (size_t i = 0; i < n; i++) {
+        void *f = read_ptr(pbuf + i * (size_t)psize, 0);
+        if (i && f == last) continue; /* runs of one kernel: no dict look-up */
+        last = f;
+        PyObject *key = PyLong_FromVoidPtr(f);
+        if (!key) goto done;
+        int has = PyDict_Contains(funcs, key);
+        if (has < 0) { Py_DECREF(key); goto done; }
+        if (!has) {
+            const char *name = NULL;
+            PyObject *val;
+            if (f && func_name(&name, f) == 0 && name && *name)
+                val = PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace");
+            else { val = Py_None; Py_INCREF(val); }
+            if (!val || PyDict_SetItem(funcs, key, val) < 0) { Py_XDECREF(val); Py_DECREF(key); goto done; }
+            Py_DECREF(val);
+        }
+        Py_DECREF(key);
+    }
+
+    /* CUPTI's node ids. */
+    if (node_id) {
+        ids = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 8));
+        if (!ids) goto done;
+        uint64_t *out = (uint64_t *)PyBytes_AS_STRING(ids);
+        for (size_t i = 0; i < n; i++) {
+            rc = node_id((void *)(uintptr_t)nodes[i], out + i);
+            if (rc) { PyErr_Format(PyExc_OSError, "cuptiGetGraphNodeId returned %d", rc); goto done; }
+        }
+    } else { ids = Py_None; Py_INCREF(ids); }
+    result = PyTuple_Pack(7, handles, frm, to, params, refused, funcs, ids);
+done:
+    PyMem_Free(nodes);
+    Py_XDECREF(handles); Py_XDECREF(frm); Py_XDECREF(to); Py_XDECREF(params);
+    Py_XDECREF(refused); Py_XDECREF(funcs); Py_XDECREF(ids);
+    return result;
+}
+
+/* adjacency(handles, frm, to) -> (dependencies, dependents): per node, the indices of its
+ * predecessors and successors in the order the edge lists give them; edges naming a handle that is
+ * not in `handles` are left out. frm and to: buffers of uint64 handles (cuGraphGetEdges' output).
+ * Why C: the Python version (a dict and two map()s, then two appends an edge) cost ~0.25 ms at
+ * 1,000 nodes, more than the driver's own edge call; an open-addressing table and lists made at
+ * their final size cost a tenth of that (tests/test_export_cpu.py checks it against a plain loop). */
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL; x ^= x >> 33;
+    return x;
+}
+
+static PyObject *adjacency(PyObject *mod, PyObject *args) {
+    PyObject *handles;
+    Py_buffer fb = {0}, tb = {0};
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "O!y*y*", &PyList_Type, &handles, &fb, &tb)) return NULL;
+    PyObject *deps = NULL, *dents = NULL, *result = NULL, **ints = NULL;
+    uint64_t *keys = NULL;
+    Py_ssize_t *vals = NULL, *src = NULL, *dst = NULL, *cin = NULL, *cout = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(handles), m = fb.len / 8;
+    if (tb.len / 8 != m) { PyErr_SetString(PyExc_ValueError, "adjacency: frm and to differ in length"); goto done; }
+    size_t cap = 8;
+    while (cap < (size_t)n * 2) cap <<= 1;
+    keys = PyMem_Calloc(cap, sizeof(uint64_t));
+    vals = PyMem_Malloc(cap * sizeof(Py_ssize_t));
+    ints = PyMem_Calloc((size_t)n + 1, sizeof(PyObject *));
+    cin = PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
+    cout = PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
+    src = PyMem_Malloc(((size_t)m + 1) * sizeof(Py_ssize_t));
+    dst = PyMem_Malloc(((size_t)m + 1) * sizeof(Py_ssize_t));
+    if (!keys || !vals || !ints || !cin || !cout || !src || !dst) { PyErr_NoMemory(); goto done; }
+    Py_ssize_t zero_at = -1; /* handle 0 marks an empty slot in the table: its index is kept aside */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t h = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(handles, i));
+        if (h == (uint64_t)-1 && PyErr_Occurred()) goto done;
+        if (!h) { zero_at = i; continue; }
+        size_t s = (size_t)mix64(h) & (cap - 1);
+        while (keys[s] && keys[s] != h) s = (s + 1) & (cap - 1);
+        keys[s] = h;
+        vals[s] = i; /* a repeated handle maps to its last index, as dict(zip(handles, range(n))) does */
+    }
+    const uint64_t *F = (const uint64_t *)fb.buf, *T = (const uint64_t *)tb.buf;
+    Py_ssize_t k = 0;
+    for (Py_ssize_t e = 0; e < m; e++) {
+        Py_ssize_t a = -1, b = -1;
+        uint64_t x = F[e], y = T[e];
+        if (!x) a = zero_at;
+        else { size_t s = (size_t)mix64(x) & (cap - 1); while (keys[s] && keys[s] != x) s = (s + 1) & (cap - 1); if (keys[s]) a = vals[s]; }
+        if (!y) b = zero_at;
+        else { size_t s = (size_t)mix64(y) & (cap - 1); while (keys[s] && keys[s] != y) s = (s + 1) & (cap - 1); if (keys[s]) b = vals[s]; }
+        if (a < 0 || b < 0) continue;
+        src[k] = a; dst[k] = b; k++;
+        cout[a]++; cin[b]++;
+    }
+    deps = PyList_New(n);
+    dents = PyList_New(n);
+    if (!deps || !dents) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d = PyList_New(cin[i]), *t = PyList_New(cout[i]);
+        if (!d || !t) { Py_XDECREF(d); Py_XDECREF(t); goto done; }
+        PyList_SET_ITEM(deps, i, d);
+        PyList_SET_ITEM(dents, i, t);
+        cin[i] = cout[i] = 0; /* now the fill cursors */
+    }
+    for (Py_ssize_t e = 0; e < k; e++) {
+        Py_ssize_t a = src[e], b = dst[e];
+        if (!ints[a] && !(ints[a] = PyLong_FromSsize_t(a))) goto done;
+        if (!ints[b] && !(ints[b] = PyLong_FromSsize_t(b))) goto done;
+        Py_INCREF(ints[b]);
+        PyList_SET_ITEM(PyList_GET_ITEM(dents, a), cout[a]++, ints[b]);
+        Py_INCREF(ints[a]);
+        PyList_SET_ITEM(PyList_GET_ITEM(deps, b), cin[b]++, ints[a]);
+    }
+    result = PyTuple_Pack(2, deps, dents);
+done:
+    if (ints) for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(ints[i]);
+    PyMem_Free(ints); PyMem_Free(keys); PyMem_Free(vals); PyMem_Free(src); PyMem_Free(dst);
+    PyMem_Free(cin); PyMem_Free(cout);
+    Py_XDECREF(deps); Py_XDECREF(dents);
+    PyBuffer_Release(&fb); PyBuffer_Release(&tb);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"read_graph", read_graph, METH_VARARGS, "read_graph(entry_points, graph, param_size): one graph's nodes, "
+     "edges, kernel parameters, function names and CUPTI node ids."},
+    {"adjacency", adjacency, METH_VARARGS, "adjacency(handles, frm, to): (dependencies, dependents) per node."},
     {"dicts", dicts, METH_VARARGS, "dicts(keys, columns, skip_none): one dict per row of the columns."},
     {"call_each", call_each, METH_VARARGS, "call_each(fn, handles, base, stride): indices whose call failed."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(handler, nodes, node_graph, ranges, stop, main_thread, resource_domain, node_cbid, off_desc, "
      "off_graph, off_node): start storing nodes; everything else goes to handler(domain, cbid, cbdata)."},
+    {"instantiate_began", instantiate_began, METH_O, "instantiate_began(thread): the start of its instantiation."},
     {"set_autograd", set_autograd, METH_O, "set_autograd(fn): torch._C._current_autograd_node, or None."},
     {"deactivate", deactivate, METH_NOARGS, "Stop: the callback returns at once from now on."},
     {"stats", stats, METH_NOARGS, "(node callbacks, ns inside them, errors)."},
