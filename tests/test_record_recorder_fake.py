@@ -133,10 +133,12 @@ def _capture(f: FakeCupti, graph: int, handles: list[int], exec_: int) -> list[i
     """A stream capture of len(handles) nodes; returns the line each node was made on."""
     f.graphs[graph] = handles  # type: ignore[attr-defined]
     f.api(_Rt.cudaStreamBeginCapture_v10000, _Site.API_ENTER)
+    f.api(_Rt.cudaStreamBeginCapture_v10000, _Site.API_EXIT)
     lines = []
     for h in handles:
         lines.append(sys._getframe().f_lineno + 1)
         f.graph_event(_Res.GRAPHNODE_CREATED, graph=graph, node=h)
+    f.api(_Rt.cudaStreamEndCapture_v10000, _Site.API_ENTER)
     f.api(_Rt.cudaStreamEndCapture_v10000, _Site.API_EXIT)
     f.api(_Rt.cudaGraphInstantiateWithFlags_v11040, _Site.API_ENTER)
     # instantiation clones nodes: those callbacks must be off now
@@ -261,7 +263,14 @@ def test_compiled_callback_stores_the_same_nodes(fake: FakeCupti, tmp_path: Path
         rec.finish(0)
         idx = json.loads((out / "index.json").read_text())
         assert idx["recorder_errors"] == [], idx["recorder_errors"]
-        assert idx["callback_stats"]["3/13"]["calls"] == 6
+        assert idx["callback_stats"]["3/13"]["calls"] == 6  # not the node made during instantiation
+        # the instantiation's start: kept by the compiled callback (or the Python one), read at exec creation
+        assert all(g["instantiate_s"] is not None and 0 <= g["instantiate_s"] < 5 for g in idx["graphs"])
+        st = idx["callback_stats"]
+        if how.split("+")[0] == "c":  # capture begin's exit and end's enter, instantiations: never in Python
+            assert "2/418" not in st and st["2/315"]["calls"] == st["2/319"]["calls"] == 2, (how, st)
+        else:
+            assert st["2/418"]["calls"] == st["2/315"]["calls"] == st["2/319"]["calls"] == 4, (how, st)
         docs[how] = [n for g in ("graph_000.json", "graph_001.json")
                      for n in json.loads((out / g).read_text())["cgtool"]["nodes"]]
         srcs = [n["source"] for n in docs[how]]

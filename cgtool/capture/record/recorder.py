@@ -131,6 +131,7 @@ class Recorder:
         self.records: list[dict[str, Any]] = []
         self.dropped = 0
         self._sub: Any = None
+        self._nodecb: Any = None  # the compiled callback module, when it is the subscriber
         self._cb_stats: dict[tuple[int, int], list[int]] = {}  # (domain, cbid) -> [calls, ns inside]
         self._launch_callbacks = 0
         # Overhead experiments (benchmarks/bench_record.py): LITE keeps frames but no module / autograd
@@ -218,11 +219,19 @@ class Recorder:
             ) from None
         self._ids: Any = _subscriber.Ids(self._sub._lib) if how in ("ctypes", "c") else cupti
         if how == "c":
-            _subscriber.compiled_callback().configure(
+            # The compiled callback also takes instantiations (node callbacks ignored while one
+            # runs; its start kept) and drops the API sites ignored below, without calling Python.
+            S = _subscriber
+            self._nodecb = S.compiled_callback()
+            self._nodecb.configure(
                 handler=self._callback, nodes=self._nodes, node_graph=self._node_graph,
                 ranges=attribution.ranges.names, stop=attribution._STOP_KEEP, main_thread=self._main,
-                resource_domain=_subscriber.DOMAIN_RESOURCE, node_cbid=_subscriber.RESOURCE["GRAPHNODE_CREATED"],
-                off_desc=self._L.desc, off_graph=self._L.graph, off_node=self._L.node)
+                resource_domain=S.DOMAIN_RESOURCE, node_cbid=S.RESOURCE["GRAPHNODE_CREATED"],
+                off_desc=self._L.desc, off_graph=self._L.graph, off_node=self._L.node,
+                clone_cbid=S.RESOURCE["GRAPHNODE_CLONED"], runtime_domain=S.DOMAIN_RUNTIME, off_site=self._L.site,
+                instantiate=tuple(sorted(S.runtime_ids("cudaGraphInstantiate"))),
+                enter_only=tuple(sorted(S.runtime_ids("cudaStreamBeginCapture"))),
+                exit_only=tuple(sorted(S.runtime_ids("cudaStreamEndCapture"))))
         t2 = time.perf_counter()
         self.timings["subscribe_s"] = t2 - t1
         S = _subscriber
@@ -478,7 +487,7 @@ class Recorder:
                 if cap is not None:
                     cap.t_end = self._last_capture_at = time.perf_counter()
                     self._last_capture[tid] = cap
-        elif cbid in self._rt_inst:
+        elif cbid in self._rt_inst:  # (the compiled callback handles these itself)
             # Instantiation clones every node (GRAPHNODE_CREATED + _CLONED for each): those are not
             # the program's nodes, so node callbacks are off while it runs (halves the cost).
             if enter:
@@ -527,7 +536,7 @@ class Recorder:
         t_inst_end = time.perf_counter()
         tid = threading.get_ident()
         cap = self._last_capture.pop(tid, None)
-        t_inst0 = self._inst_start.pop(tid, None)
+        t_inst0 = self._inst_start.pop(tid, None) if self._nodecb is None else self._nodecb.instantiate_began(tid)
         reserved_now = self._reserved()
         t1 = time.perf_counter()
         if self.coverage and self._t_first_graph is None:
