@@ -18,7 +18,13 @@ synchronize, as the runner times it) and its ratio to the bare capture:
 * ``recorder``: the recorder itself (``Recorder.start()`` ... ``finish()``), writer thread included,
   with its compiled node callback where it is built; ``recorder_py``: with its Python callback
   (``CGTOOL_RECORD_SUBSCRIBER=ctypes``); ``recorder_nodefer``: the Python callback and a writer
-  that writes each graph at once (``CGTOOL_RECORD_WRITER_QUIET_S=0``).
+  that writes each graph at once (``CGTOOL_RECORD_WRITER_QUIET_S=0``); ``recorder_map``: the
+  recorder reading each graph column by column from Python (``read_graph(impl="map")``, the read
+  before the compiled one); ``recorder_noreserved``: without reading torch's reserved memory at
+  capture begin and instantiation (what that reading costs).
+
+For each recorder configuration, the time inside its callbacks per callback id and per graph, and
+the phases of the graph-exec callback, are printed too (``--configs`` picks configurations).
 
 And the node callback's parts, each alone: ``py_getframe`` (``sys._getframe``), ``py_grab``
 (``attribution.grab``: code and lasti per frame), ``py_grabnode`` (``grab_node``: and the module);
@@ -123,6 +129,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--out", default="probe_record_capture.json")
+    ap.add_argument("--configs", default="", help="comma-separated configurations (default: all)")
     a = ap.parse_args()
 
     from cupti import cupti
@@ -180,6 +187,10 @@ def main() -> None:
                "recorder", "recorder_py", "recorder_nodefer"]
     if cnoop is not None:
         configs.insert(2, "c_noop")
+    configs += ["recorder_map", "recorder_noreserved"]
+    if a.configs:
+        want = a.configs.split(",")
+        configs = [c for c in want if c in configs or c == "bare"]
     tmp = tempfile.mkdtemp()
 
     runner = _runner()
@@ -213,6 +224,11 @@ def main() -> None:
 
     samples: dict[str, list[float]] = {c: [] for c in configs}
     subscribers: dict[str, str] = {}
+    cb_us: dict[str, dict[str, list[float]]] = {}  # config -> callback id -> [calls, µs inside], measured rounds
+    phases_us: dict[str, dict[str, float]] = {}
+    from cgtool.capture import export as export_mod
+
+    read_graph = export_mod.read_graph
     for r in range(a.rounds + 1):  # round 0 warms every configuration up and is dropped
         order = configs[r % len(configs):] + configs[:r % len(configs)]
         for cfg in order:
@@ -227,7 +243,11 @@ def main() -> None:
                 rec = Recorder(os.path.join(tmp, f"{cfg}{r}"), program=["probe"])
                 if cfg == "recorder_nodefer":
                     rec._quiet_s = 0.0
-                if cfg != "recorder":
+                if cfg == "recorder_map":
+                    export_mod.read_graph = lambda *x, **k: read_graph(*x, **{**k, "impl": "map"})  # type: ignore
+                if cfg == "recorder_noreserved":
+                    rec._reserved = lambda: None  # type: ignore[method-assign]
+                if cfg in ("recorder_py", "recorder_nodefer"):
                     os.environ["CGTOOL_RECORD_SUBSCRIBER"] = "ctypes"
                 os.makedirs(rec.out_dir, exist_ok=True)
                 rec.start()
@@ -238,6 +258,20 @@ def main() -> None:
                 sub.close()
             if rec is not None:
                 rec.finish(0)
+                export_mod.read_graph = read_graph
+                if r:
+                    per = cb_us.setdefault(cfg, {})
+                    stats = dict(rec._cb_stats)
+                    if rec.subscriber == "c":
+                        calls, ns, _ = _subscriber.compiled_callback().stats()
+                        stats[(rec._D_RES, rec._R_NODE)] = [calls, ns]
+                    for (d, c), (calls, ns) in stats.items():
+                        acc = per.setdefault(f"{d}/{c}", [0, 0.0])
+                        acc[0] += calls
+                        acc[1] += ns / 1e3
+                    ph = phases_us.setdefault(cfg, {})
+                    for k, v in rec._exec_phases.items():
+                        ph[k] = ph.get(k, 0.0) + v * 1e6
             keep.clear()
             if r:
                 samples[cfg].extend(times)
@@ -252,12 +286,24 @@ def main() -> None:
         "recorder_subscribers": subscribers,
         "python": sys.version.split()[0],
         "raw_ms": {c: [x * 1e3 for x in v] for c, v in samples.items()},
+        # per graph captured: µs inside each recorder callback id (calls per graph beside it), and
+        # the graph-exec callback's phases
+        "callbacks_us_per_graph": {c: {k: {"calls": v[0] / len(samples[c]), "us": v[1] / len(samples[c])}
+                                       for k, v in sorted(per.items())} for c, per in cb_us.items()},
+        "exec_phases_us_per_graph": {c: {k: v / len(samples[c]) for k, v in ph.items()}
+                                     for c, ph in phases_us.items()},
     }
     with open(a.out, "w") as f:
         json.dump(summary, f, indent=1)
     for c in configs:
         print(f"{c:>16}: {summary['median_ms'][c]:7.2f} ms  {summary['ratio_to_bare'][c]:5.2f}x")
     print(f"grab_node_info inside the node callback: {summary['node_us']:.2f} us per node")
+    for c, per in summary["callbacks_us_per_graph"].items():
+        total = sum(v["us"] for v in per.values())
+        print(f"{c}: {total:.0f} us per graph inside callbacks: " +
+              ", ".join(f"{k} {v['us']:.0f} us ({v['calls']:.0f}x)" for k, v in per.items()))
+        print("   graph-exec phases:", ", ".join(f"{k} {v:.0f} us" for k, v in
+                                             summary["exec_phases_us_per_graph"].get(c, {}).items()))
     print("recorder subscribers:", subscribers)
 
 
