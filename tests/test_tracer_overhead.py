@@ -88,3 +88,56 @@ def test_deps_shows_the_overhead_and_notes_it_when_of_the_order_of_the_gaps(run_
 
 def test_ratio_of_a_zero_baseline_is_nan():
     assert math.isnan(TracerOverhead(0.0, 5.0, 1.0, 5.0).ratio)
+
+
+def _longest_path_covers_all(doc):
+    """networkx's account: a DAG is one chain when its longest path visits every node."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_nodes_from(range(len(doc["nodes"])))
+    g.add_edges_from((n["index"], d) for n in doc["nodes"] for d in n["dependents"])
+    return nx.is_directed_acyclic_graph(g) and nx.dag_longest_path_length(g) == len(doc["nodes"]) - 1
+
+
+@pytest.mark.parametrize("case", ["chain/graph.json", "forkjoin/graph.json", "gpt2_decode/graph.json",
+                                  "resnet50/graph.json", "transformer_block/graph.json", "train_step/graph-bwd0.json",
+                                  "train_step/graph-fwd0.json"])
+def test_total_order_agrees_with_networkx_on_recorded_graphs(data_dir, case):
+    from cgtool.artifacts.graph import is_total_order
+
+    path = data_dir / case
+    doc = json.loads(path.read_text()) if path.exists() else None
+    if doc is None:
+        pytest.skip(f"{case} not recorded")
+    assert is_total_order(doc["nodes"]) == _longest_path_covers_all(doc)
+
+
+def test_total_order_on_small_graphs_against_networkx():
+    import itertools
+
+    from cgtool.artifacts.graph import is_total_order
+
+    # every DAG on 4 nodes whose edges go from lower to higher index, in both node orders
+    pairs = [(a, b) for a in range(4) for b in range(a + 1, 4)]
+    for k in range(len(pairs) + 1):
+        for edges in itertools.combinations(pairs, k):
+            for perm in ((0, 1, 2, 3), (3, 1, 0, 2)):
+                nodes = [{"index": i, "dependencies": [], "dependents": []} for i in range(4)]
+                for a, b in edges:
+                    nodes[perm[a]]["dependents"].append(perm[b])
+                    nodes[perm[b]]["dependencies"].append(perm[a])
+                assert is_total_order(nodes) == _longest_path_covers_all({"nodes": nodes}), edges
+    cyc = [{"index": 0, "dependencies": [1], "dependents": [1]}, {"index": 1, "dependencies": [0], "dependents": [0]}]
+    assert not is_total_order(cyc)
+
+
+def test_auto_kernel_records_serial_only_for_chains(data_dir):
+    from cgtool.capture.tracing import KernelRecords, kernel_records_for
+
+    chain = json.loads((data_dir / "chain" / "graph.json").read_text())
+    fork = json.loads((data_dir / "forkjoin" / "graph.json").read_text())
+    assert kernel_records_for(KernelRecords.AUTO, [chain])[0] is KernelRecords.SERIAL
+    assert kernel_records_for(KernelRecords.AUTO, [chain, fork])[0] is KernelRecords.CONCURRENT
+    assert kernel_records_for(KernelRecords.AUTO, [])[0] is KernelRecords.CONCURRENT
+    assert kernel_records_for(KernelRecords.SERIAL, [fork])[0] is KernelRecords.SERIAL
