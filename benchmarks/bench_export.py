@@ -11,7 +11,9 @@ instantiated, then each case is timed ``--reps`` times (median):
 * get_graph_data: ``graph_data(with_meta=False)``, the schema of torch's ``get_graph_data()``;
 * full export: ``Graph.get_graph_data(with_meta=True)``, what ``cgtool capture`` writes (grid, block,
   demangled names, environment, timings);
-* the same two with the pre-issue-18 export, and the cuda.bindings-only path (up to 10k nodes).
+* the same two with the pre-issue-18 export, and the cuda.bindings-only path (up to 10k nodes);
+* with ``--before FILE`` (an earlier ``cgtool/capture/export.py``, e.g. ``git show REV:cgtool/capture/export.py
+  > before.py``), the same two with that export, in the same process (``--check`` compares it too).
 
 Every case runs with the process's garbage collector as it is; a collection is made before each
 timed call, the young generation is collected inside the clock right after it (the objects a call
@@ -86,6 +88,15 @@ def timed(fn: Callable[[], Any], reps: int, clock: GcClock) -> tuple[float, floa
     return statistics.median(ts), clock.total / reps
 
 
+def load_before(path: Path) -> Any:
+    """An earlier ``cgtool/capture/export.py`` as a module of its own (it imports today's helpers)."""
+    spec = importlib.util.spec_from_file_location("export_before", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def normalise(d: dict[str, Any]) -> str:
     """The export as JSON text, without the one measured field."""
     d = json.loads(json.dumps(d))
@@ -109,7 +120,7 @@ def reference_graph_data(ref: Any, raw: int, exe: int, *, with_meta: bool) -> di
     return d
 
 
-def same_export(ref: Any, raw: int, exe: int, what: str) -> bool:
+def same_export(ref: Any, raw: int, exe: int, what: str, before: Any = None) -> bool:
     from cgtool.capture.export import graph_data
 
     ok = True
@@ -117,12 +128,15 @@ def same_export(ref: Any, raw: int, exe: int, what: str) -> bool:
         new = normalise(graph_data(raw, exe, with_meta=meta))
         old = normalise(reference_graph_data(ref, raw, exe, with_meta=meta))
         slow = normalise(graph_data(raw, exe, with_meta=meta, impl="bindings"))
-        if not new == old == slow:
+        by_map = normalise(graph_data(raw, exe, with_meta=meta, impl="map"))
+        prev = normalise(before.graph_data(raw, exe, with_meta=meta)) if before is not None else new
+        if not new == old == slow == by_map == prev:
             ok = False
             print(f"  check {what} (with_meta={meta}): DIFFERENT (new {len(new)} chars, old {len(old)}, "
-                  f"bindings path {len(slow)})")
+                  f"bindings path {len(slow)}, map {len(by_map)}, --before {len(prev)})")
     if ok:
-        print(f"  check {what}: new export == old export == cuda.bindings path (JSON, with and without meta)")
+        print(f"  check {what}: new export == old export == cuda.bindings path == column reads"
+              f"{' == --before' if before is not None else ''} (JSON, with and without meta)")
     return ok
 
 
@@ -216,6 +230,7 @@ def main() -> int:
     ap.add_argument("--profile-dir", type=Path, default=None)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
+    ap.add_argument("--before", type=Path, default=None, help="an earlier export.py to time beside this one")
     a = ap.parse_args()
     import torch
     from cuda.bindings import runtime as rt
@@ -223,6 +238,7 @@ def main() -> int:
     from cgtool.capture.export import graph_data
 
     ref = load_reference()
+    before = load_before(a.before) if a.before is not None else None
     clock = GcClock()
     sizes = [int(s) for s in a.sizes.split(",")]
     rows: list[dict[str, Any]] = []
@@ -246,12 +262,16 @@ def main() -> int:
             "before: get_graph_data": lambda: ref.graph_data(raw, exe, with_meta=False),
             "before: full export": lambda: reference_graph_data(ref, raw, exe, with_meta=True),
         }
+        if before is not None:
+            cases["--before: get_graph_data"] = lambda: before.graph_data(raw, exe, with_meta=False)
+            cases["--before: graph_data(meta)"] = lambda: before.graph_data(raw, exe, with_meta=True)
+            cases["now: graph_data(meta)"] = lambda: graph_data(raw, exe, with_meta=True)
         if n <= 10_000:
             cases["cuda.bindings path"] = lambda: graph_data(raw, exe, with_meta=False, impl="bindings")
         nodes = len(graph_data(raw, exe, with_meta=False)["nodes"])
         print(f"\n{nodes} nodes on {torch.cuda.get_device_name()} (median of {a.reps}):")
         if a.check:
-            ok &= same_export(ref, raw, exe, f"synthetic {nodes}-node graph")
+            ok &= same_export(ref, raw, exe, f"synthetic {nodes}-node graph", before)
         if n == 10_000 or len(sizes) == 1:
             per_call_costs(raw, ref)
             if a.profile_dir is not None:
@@ -275,13 +295,13 @@ def main() -> int:
         torch.cuda.empty_cache()
     if len(rows) > 1:
         print("\nscaling (time per node; exponent k of time ~ nodes^k between consecutive sizes):")
-        for name in ("bare", "get_graph_data", "full export", "before: get_graph_data", "before: full export"):
+        for name in [k for k in rows[0] if k != "nodes" and not k.startswith("gc ")]:
             per = "  ".join(f"{r[name] / r['nodes'] * 1e6:6.2f}" for r in rows)
             ks = "  ".join(f"{math.log(b[name] / a_[name]) / math.log(b['nodes'] / a_['nodes']):4.2f}"
                            for a_, b in zip(rows, rows[1:]))
             print(f"  {name:24s} µs/node {per}   k {ks}")
     if a.check:
-        ok &= check_samples(ref)
+        ok &= check_samples(ref, before)
     if a.json is not None:
         a.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
     print(f"\ntargets: {'all met' if met else 'SOME MISSED'}" + (
@@ -289,7 +309,7 @@ def main() -> int:
     return 0 if ok and met else 1
 
 
-def check_samples(ref: Any) -> bool:
+def check_samples(ref: Any, before: Any = None) -> bool:
     """The new export equals the old one on every sample workload's graphs."""
     from cgtool.capture.entrypoint import parse_target
     from cgtool.capture.runner import capture_workload
@@ -303,7 +323,7 @@ def check_samples(ref: Any) -> bool:
             print(f"  check {w}: not captured ({type(e).__name__}: {str(e)[:100]})")
             continue
         for label, g in cap.graphs:
-            ok &= same_export(ref, g.raw_cuda_graph(), g.raw_cuda_graph_exec(), f"{w}/{label}")
+            ok &= same_export(ref, g.raw_cuda_graph(), g.raw_cuda_graph_exec(), f"{w}/{label}", before)
     return ok
 
 
