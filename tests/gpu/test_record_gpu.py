@@ -75,3 +75,38 @@ def test_capture_bundle_names_the_workload_lines(tmp_path: Path) -> None:
     dot = subprocess.run([sys.executable, "-m", "cgtool", "dot", str(out / "graph.json")], capture_output=True,
                          text=True, env=env, cwd=ROOT, timeout=120)
     assert dot.returncode == 0 and f"chain.py:{min(want)}" in dot.stdout
+
+
+def test_two_nodes_through_torchrun(tmp_path: Path) -> None:
+    """`--nnodes/--node-rank/--rdzv-endpoint` reach torchrun: two `cgtool record` processes play the
+    two machines of one job (static rendezvous on a local port); each records its own rank, with the
+    job's world size, into its own folder, and the program's own account of its ranks agrees."""
+    import socket
+
+    pytest.importorskip("cupti")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    procs = []
+    for node in (0, 1):
+        out = tmp_path / f"node{node}"
+        procs.append((out, subprocess.Popen(
+            [sys.executable, "-m", "cgtool", "record", "-o", str(out), "--nproc-per-node", "1", "--nnodes", "2",
+             "--node-rank", str(node), "--rdzv-endpoint", f"127.0.0.1:{port}", "--", "python",
+             str(PROGRAMS / "two_nodes.py")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            cwd=ROOT)))
+    for node, (out, p) in enumerate(procs):
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, stderr[-2000:]
+        res = _result(stdout)
+        assert res["rank"] == node and res["world"] == 2 and res["all_reduce"] == 3.0 and res["local_rank"] == 0
+        assert [d.name for d in out.iterdir() if d.is_dir()] == [f"rank{node}"]
+        idx = json.loads((out / f"rank{node}" / "index.json").read_text())
+        assert (idx["rank"], idx["world_size"], idx["exit_code"]) == (node, 2, 0)
+        assert [g["replays"] for g in idx["graphs"]] == [res["replays"]]
+        doc = json.loads((out / f"rank{node}" / idx["graphs"][0]["file"]).read_text())
+        lines = {n["source"]["line"] for n in doc["cgtool"]["nodes"] if n.get("source")}
+        want = next(i + 1 for i, ln in enumerate((PROGRAMS / "two_nodes.py").read_text().splitlines())
+                    if "LINE_GRAPH" in ln)
+        assert lines == {want}
