@@ -93,6 +93,7 @@ def load_before(path: Path) -> Any:
     spec = importlib.util.spec_from_file_location("export_before", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
+    sys.modules["export_before"] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 

@@ -204,17 +204,51 @@ def main() -> None:
             model(static_in[bs])
     torch.cuda.synchronize()
 
+    import gc
+
+    gc_s = [0.0, 0.0, 0]  # seconds in cyclic GC while capturing, its start, collections
+
+    def gc_clock(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            gc_s[1] = time.perf_counter()
+        else:
+            gc_s[0] += time.perf_counter() - gc_s[1]
+            gc_s[2] += 1
+
+    # The compiled read (_nodecb.read_graph) timed inside the graph-exec callback's read phase.
+    from cgtool.capture import _fastcuda
+
+    c_read = [0.0, 0]
+    real_batch = _fastcuda._batch()
+
+    class TimedBatch:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real_batch, name)
+
+        def read_graph(self, *args: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return real_batch.read_graph(*args)
+            finally:
+                c_read[0] += time.perf_counter() - t0
+                c_read[1] += 1
+
+    if real_batch is not None:
+        _fastcuda._BATCH = TimedBatch()
+
     def capture_all() -> list[float]:
         pool = torch.cuda.graph_pool_handle()
         graphs, outs, times = [], [], []
         with torch.no_grad():
             for bs in BATCH_SIZES:
                 g = torch.cuda.CUDAGraph()
+                gc.callbacks.append(gc_clock)
                 t0 = time.perf_counter()
                 with torch.cuda.graph(g, pool=pool):
                     outs.append(model(static_in[bs]))
                 torch.cuda.synchronize()
                 times.append(time.perf_counter() - t0)
+                gc.callbacks.remove(gc_clock)
                 graphs.append(g)
         for g in graphs:
             g.replay()
@@ -224,6 +258,7 @@ def main() -> None:
 
     samples: dict[str, list[float]] = {c: [] for c in configs}
     subscribers: dict[str, str] = {}
+    gc_us: dict[str, list[float]] = {}  # config -> [µs in cyclic GC while capturing, collections, µs in the C read, reads]
     cb_us: dict[str, dict[str, list[float]]] = {}  # config -> callback id -> [calls, µs inside], measured rounds
     phases_us: dict[str, dict[str, float]] = {}
     from cgtool.capture import export as export_mod
@@ -253,7 +288,14 @@ def main() -> None:
                 rec.start()
                 os.environ.pop("CGTOOL_RECORD_SUBSCRIBER", None)
                 subscribers[cfg] = rec.subscriber
+            gc_s[0], gc_s[2], c_read[0], c_read[1] = 0.0, 0, 0.0, 0
             times = capture_all()
+            if r:
+                acc = gc_us.setdefault(cfg, [0.0, 0, 0.0, 0])
+                acc[0] += gc_s[0] * 1e6
+                acc[1] += gc_s[2]
+                acc[2] += c_read[0] * 1e6
+                acc[3] += c_read[1]
             if sub is not None:
                 sub.close()
             if rec is not None:
@@ -292,6 +334,9 @@ def main() -> None:
                                        for k, v in sorted(per.items())} for c, per in cb_us.items()},
         "exec_phases_us_per_graph": {c: {k: v / len(samples[c]) for k, v in ph.items()}
                                      for c, ph in phases_us.items()},
+        "gc_us_per_graph": {c: v[0] / len(samples[c]) for c, v in gc_us.items()},
+        "gc_collections_per_graph": {c: v[1] / len(samples[c]) for c, v in gc_us.items()},
+        "compiled_read_us_per_graph": {c: v[2] / len(samples[c]) for c, v in gc_us.items() if v[3]},
     }
     with open(a.out, "w") as f:
         json.dump(summary, f, indent=1)
@@ -305,6 +350,11 @@ def main() -> None:
         print("   graph-exec phases:", ", ".join(f"{k} {v:.0f} us" for k, v in
                                              summary["exec_phases_us_per_graph"].get(c, {}).items()))
     print("recorder subscribers:", subscribers)
+    print("cyclic GC while capturing, per graph:", ", ".join(
+        f"{c} {v:.0f} us ({summary['gc_collections_per_graph'][c]:.2f} collections)"
+        for c, v in summary["gc_us_per_graph"].items()))
+    print("the compiled read (_nodecb.read_graph) per graph:", ", ".join(
+        f"{c} {v:.0f} us" for c, v in summary["compiled_read_us_per_graph"].items()))
 
 
 if __name__ == "__main__":

@@ -260,6 +260,13 @@ def test_compiled_callback_stores_the_same_nodes(fake: FakeCupti, tmp_path: Path
             attribution.ranges.names.pop()
         codes = rec._nodes[100][11][0][0]
         assert Attn.forward.__code__ in codes and (outer.__code__ in codes) == (how != "c+stop")
+        # a destroyed graph's nodes are forgotten (handles are reused), the other graph's kept
+        fake.graph_event(_Res.GRAPH_DESTROY_STARTING, graph=100)
+        assert 100 not in rec._nodes and not {11, 12, 13} & set(rec._node_graph)
+        assert set(rec._nodes[101]) == {61, 62, 63} and rec._node_graph[61] == 101
+        if how.split("+")[0] == "c":  # done by the compiled callback, not the Python handler
+            assert _subscriber.compiled_callback().handled_stats()[(3, 10)][0] == 1
+            assert (3, 10) not in rec._cb_stats
         rec.finish(0)
         idx = json.loads((out / "index.json").read_text())
         assert idx["recorder_errors"] == [], idx["recorder_errors"]

@@ -16,7 +16,7 @@ work pays nothing):
   program that runs Python (the end, an exception, ``sys.exit``, Ctrl-C, SIGTERM, ``os._exit``)
   drains the writer first, so a crash later loses nothing recorded so far;
 * resource ``GRAPHEXEC_DESTROY_STARTING`` / ``GRAPH_DESTROY_STARTING``: handles are reused by
-  the driver, so per-handle state is dropped;
+  the driver, so per-handle state is dropped (a graph's nodes by the compiled callback itself);
 * runtime API ``cudaStreamBeginCapture*`` (the user stack at capture begin, reserved memory),
   ``cudaStreamEndCapture*``, ``cudaGraphInstantiate*`` (timings); driver ``cuGraphLaunch*``
   (replay counts: every runtime launch goes through it). With ``--trace-replays`` the runtime
@@ -231,7 +231,8 @@ class Recorder:
                 clone_cbid=S.RESOURCE["GRAPHNODE_CLONED"], runtime_domain=S.DOMAIN_RUNTIME, off_site=self._L.site,
                 instantiate=tuple(sorted(S.runtime_ids("cudaGraphInstantiate"))),
                 enter_only=tuple(sorted(S.runtime_ids("cudaStreamBeginCapture"))),
-                exit_only=tuple(sorted(S.runtime_ids("cudaStreamEndCapture"))))
+                exit_only=tuple(sorted(S.runtime_ids("cudaStreamEndCapture"))),
+                graph_destroy_cbid=S.RESOURCE["GRAPH_DESTROY_STARTING"])
         t2 = time.perf_counter()
         self.timings["subscribe_s"] = t2 - t1
         S = _subscriber
@@ -881,6 +882,9 @@ class Recorder:
             calls, ns, errs = _subscriber.compiled_callback().stats()
             prev = stats.get((self._D_RES, self._R_NODE), [0, 0])  # other threads' nodes, in Python
             stats[(self._D_RES, self._R_NODE)] = [prev[0] + calls, prev[1] + ns]
+            for key, (c_calls, c_ns) in _subscriber.compiled_callback().handled_stats().items():
+                prev = stats.get(key, [0, 0])
+                stats[key] = [prev[0] + c_calls, prev[1] + c_ns]
             if errs and not any(e.startswith("compiled node callback") for e in self.errors):
                 self.errors.append(f"compiled node callback: {errs} callback(s) failed")
         doc: dict[str, Any] = {
