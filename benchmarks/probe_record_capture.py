@@ -20,8 +20,10 @@ synchronize, as the runner times it) and its ratio to the bare capture:
   (``CGTOOL_RECORD_SUBSCRIBER=ctypes``); ``recorder_nodefer``: the Python callback and a writer
   that writes each graph at once (``CGTOOL_RECORD_WRITER_QUIET_S=0``); ``recorder_map``: the
   recorder reading each graph column by column from Python (``read_graph(impl="map")``, the read
-  before the compiled one); ``recorder_noreserved``: without reading torch's reserved memory at
-  capture begin and instantiation (what that reading costs).
+  before the compiled one); ``recorder_noreserved``: without reading the memory taken at capture
+  begin and instantiation; ``recorder_torchstats``: reading it from torch's allocator statistics
+  (as the recorder did before it counted allocations in its compiled callback; both figures are
+  printed per graph).
 
 For each recorder configuration, the time inside its callbacks per callback id and per graph, and
 the phases of the graph-exec callback, are printed too (``--configs`` picks configurations).
@@ -187,7 +189,8 @@ def main() -> None:
                "recorder", "recorder_py", "recorder_nodefer"]
     if cnoop is not None:
         configs.insert(2, "c_noop")
-    configs += ["recorder_map", "recorder_noreserved"]
+    configs += ["recorder_map", "recorder_noreserved", "recorder_torchstats"]
+    growth: dict[str, list[int | None]] = {}  # config -> reserved_during_capture of the last round's graphs
     if a.configs:
         want = a.configs.split(",")
         configs = [c for c in want if c in configs or c == "bare"]
@@ -282,6 +285,8 @@ def main() -> None:
                     export_mod.read_graph = lambda *x, **k: read_graph(*x, **{**k, "impl": "map"})  # type: ignore
                 if cfg == "recorder_noreserved":
                     rec._reserved = lambda: None  # type: ignore[method-assign]
+                if cfg == "recorder_torchstats":
+                    rec._reserved = rec._reserved_by_torch  # type: ignore[method-assign]
                 if cfg in ("recorder_py", "recorder_nodefer"):
                     os.environ["CGTOOL_RECORD_SUBSCRIBER"] = "ctypes"
                 os.makedirs(rec.out_dir, exist_ok=True)
@@ -300,6 +305,7 @@ def main() -> None:
                 sub.close()
             if rec is not None:
                 rec.finish(0)
+                growth[cfg] = [g.reserved_during_capture for g in rec.graphs]
                 export_mod.read_graph = read_graph
                 if r:
                     per = cb_us.setdefault(cfg, {})
@@ -334,6 +340,7 @@ def main() -> None:
                                        for k, v in sorted(per.items())} for c, per in cb_us.items()},
         "exec_phases_us_per_graph": {c: {k: v / len(samples[c]) for k, v in ph.items()}
                                      for c, ph in phases_us.items()},
+        "reserved_during_capture_last_round": growth,
         "gc_us_per_graph": {c: v[0] / len(samples[c]) for c, v in gc_us.items()},
         "gc_collections_per_graph": {c: v[1] / len(samples[c]) for c, v in gc_us.items()},
         "compiled_read_us_per_graph": {c: v[2] / len(samples[c]) for c, v in gc_us.items() if v[3]},
@@ -350,6 +357,7 @@ def main() -> None:
         print("   graph-exec phases:", ", ".join(f"{k} {v:.0f} us" for k, v in
                                              summary["exec_phases_us_per_graph"].get(c, {}).items()))
     print("recorder subscribers:", subscribers)
+    print("memory taken per capture (last round):", growth)
     print("cyclic GC while capturing, per graph:", ", ".join(
         f"{c} {v:.0f} us ({summary['gc_collections_per_graph'][c]:.2f} collections)"
         for c, v in summary["gc_us_per_graph"].items()))

@@ -294,6 +294,65 @@ def test_compiled_callback_stores_the_same_nodes(fake: FakeCupti, tmp_path: Path
     assert [n["source"]["module"] for n in docs["c"]] == ["Attn"] * 3 + ["Mlp"] * 3, docs["c"][3]["source"]
 
 
+def _api_exit(f: FakeCupti, dom: _Dom, cbid: int, params: Any, ret: int) -> None:
+    """An API's exit with its parameter struct and return value, as CUPTI hands them over."""
+    rc = ctypes.c_int(ret)
+    f.keep += [params, rc]
+    f._deliver(dom, cbid, _CbData(int(_Site.API_EXIT), b"x", ctypes.addressof(params), ctypes.addressof(rc), None,
+                                  None, 0, None, 0))
+
+
+def test_compiled_callback_counts_replays_and_capture_memory(fake: FakeCupti, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the compiled callback, replays are counted and memory taken during a capture is accounted
+    for in C (cudaMalloc / cudaFree / cuMemCreate exits, failed calls left out): the index has the
+    replays the program made and the bytes its capture took, whatever was allocated before."""
+    from cgtool.capture.record import _subscriber
+    from cgtool.capture.record.recorder import Recorder
+
+    if _subscriber.compiled_callback() is None:
+        pytest.skip("the compiled callback is not built here (Python < 3.11 or no C compiler)")
+    monkeypatch.setattr(_subscriber, "load_libcupti", lambda: _FakeLibcupti(fake))
+    monkeypatch.setenv("CGTOOL_RECORD_SUBSCRIBER", "c")
+    malloc, free_ = _subscriber.ALLOC_RUNTIME["cudaMalloc_v3020"], _subscriber.ALLOC_RUNTIME["cudaFree_v3020"]
+    create = _subscriber.ALLOC_DRIVER["cuMemCreate"]
+    ptrs = [ctypes.c_void_p(0xA000), ctypes.c_void_p(0xB000), ctypes.c_void_p(0xC000)]
+    handle = ctypes.c_uint64(0x77)
+    fake.keep += ptrs + [handle]
+
+    def cuda_malloc(i: int, size: int, ret: int = 0) -> None:
+        p = (ctypes.c_uint64 * 2)(ctypes.addressof(ptrs[i]), size)  # {void **devPtr; size_t size}
+        _api_exit(fake, _Dom.RUNTIME_API, malloc, p, ret)
+
+    rec = Recorder(str(tmp_path), program=["prog.py"])
+    rec.start()
+    assert rec.subscriber == "c"
+    cuda_malloc(0, 1000)  # before the capture: not the capture's
+    fake.graphs[100] = [11, 12]  # type: ignore[attr-defined]
+    fake.api(_Rt.cudaStreamBeginCapture_v10000, _Site.API_ENTER)
+    fake.graph_event(_Res.GRAPHNODE_CREATED, graph=100, node=11)
+    cuda_malloc(1, 4096)
+    cuda_malloc(2, 999, ret=2)  # failed (cudaErrorMemoryAllocation): nothing taken
+    _api_exit(fake, _Dom.DRIVER_API, create, (ctypes.c_uint64 * 2)(ctypes.addressof(handle), 2 << 20), 0)
+    _api_exit(fake, _Dom.RUNTIME_API, free_, (ctypes.c_uint64 * 1)(0xA000), 0)  # gives back the 1000 bytes
+    fake.graph_event(_Res.GRAPHNODE_CREATED, graph=100, node=12)
+    fake.api(_Rt.cudaStreamEndCapture_v10000, _Site.API_EXIT)
+    fake.api(_Rt.cudaGraphInstantiateWithFlags_v11040, _Site.API_ENTER)
+    fake.graph_event(_Res.GRAPHEXEC_CREATED, graph=100, exec_=5000)
+    fake.api(_Rt.cudaGraphInstantiateWithFlags_v11040, _Site.API_EXIT)
+    for k in range(3):
+        fake.api(_Drv.cuGraphLaunch, _Site.API_ENTER, 5000, 10 + k, dom=_Dom.DRIVER_API)
+    fake.api(_Drv.cuGraphLaunch, _Site.API_ENTER, 7777, 20, dom=_Dom.DRIVER_API)  # a graph not recorded
+    assert rec._cb_stats.get((_Dom.DRIVER_API, _Drv.cuGraphLaunch)) is None, "launches stay in C"
+    rec.finish(0)
+    idx = json.loads((tmp_path / "index.json").read_text())
+    assert idx["recorder_errors"] == []
+    g = idx["graphs"][0]
+    assert g["replays"] == 3
+    assert g["reserved_during_capture"] == 4096 + (2 << 20) - 1000
+    assert idx["launch_callbacks"] == 4
+
+
 def test_exec_handle_reuse_keeps_counts_apart(fake: FakeCupti, tmp_path: Path) -> None:
     from cgtool.capture.record.recorder import Recorder
 

@@ -81,10 +81,14 @@ class Driver:
     def entry_points(self) -> tuple[int, int, int, int]:
         """Addresses of cuGraphGetNodes, cuGraphGetEdges_v2 (0 when missing),
         cuGraphKernelNodeGetParams_v2 and cuFuncGetName, for the compiled ``read_graph``."""
-        def addr(fn: Any) -> int:
-            return int(ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn is not None else 0
+        eps: tuple[int, int, int, int] | None = self.__dict__.get("_entry_points")
+        if eps is None:
+            def addr(fn: Any) -> int:
+                return int(ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn is not None else 0
 
-        return addr(self.get_nodes), addr(self.get_edges), addr(self.kparams), addr(self.func_name)
+            eps = self.__dict__["_entry_points"] = (addr(self.get_nodes), addr(self.get_edges), addr(self.kparams),
+                                                    addr(self.func_name))
+        return eps
 
     def each(self, fn: Any, handles: list[int], base: int, stride: int) -> list[int]:
         """``fn(handle, base + i * stride)`` for every handle (``fn``: one of this driver's

@@ -45,6 +45,10 @@ def test_server_replays_and_trace_join(tmp_path: Path) -> None:
     res = _result(stdout)
     idx = json.loads((out / "index.json").read_text())
     assert [g["replays"] for g in idx["graphs"]] == [res["replays"][str(b)] for b in res["batch_sizes"]]
+    # the memory each capture took: the recorder's account (allocation calls seen by CUPTI) equals
+    # torch's own reserved-memory growth, read by the program inside each capture
+    assert [g["reserved_during_capture"] for g in idx["graphs"]] == res["reserved_in_capture"]
+    assert any(res["reserved_in_capture"])
     ids = set()
     for g in idx["graphs"]:
         ids |= {n["tools_id"] for n in json.loads((out / g["file"]).read_text())["nodes"]}

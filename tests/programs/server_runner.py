@@ -43,7 +43,7 @@ def main() -> None:
     graphs: dict[int, torch.cuda.CUDAGraph] = {}
     static_out: dict[int, torch.Tensor] = {}
     pool = torch.cuda.graph_pool_handle()
-    capture_s = []
+    capture_s, reserved_in_capture = [], []
     with torch.no_grad():
         for bs in BATCH_SIZES:  # warm up eagerly on a side stream, as torch.cuda.graph's docs ask
             s = torch.cuda.Stream()
@@ -56,7 +56,9 @@ def main() -> None:
             g = torch.cuda.CUDAGraph()
             t0 = time.perf_counter()
             with torch.cuda.graph(g, pool=pool):  # LINE_CAPTURE
+                r0 = torch.cuda.memory_reserved()  # host-side statistics: allowed while capturing
                 static_out[bs] = model(static_in[bs])
+                reserved_in_capture.append(torch.cuda.memory_reserved() - r0)
             torch.cuda.synchronize()
             capture_s.append(time.perf_counter() - t0)
             graphs[bs] = g
@@ -68,6 +70,7 @@ def main() -> None:
             replays[bs] += 1
         torch.cuda.synchronize()
     print("RESULT " + json.dumps({"batch_sizes": BATCH_SIZES, "replays": replays, "capture_s": capture_s,
+                                  "reserved_in_capture": reserved_in_capture,
                                   "wall_s": time.perf_counter() - t_start}))
 
 

@@ -58,6 +58,17 @@ static int g_res_domain = 3, g_node_cbid = 13, g_active;
  * (cudaGraphInstantiate* clones every node: GRAPHNODE_CREATED + _CLONED per node, which are not the
  * program's nodes, so node callbacks are ignored while one runs; the start time is kept for the
  * recorder), and the callback sites Python has no use for (capture begin's exit, capture end's enter). */
+static inline void *read_ptr(const void *base, Py_ssize_t off) {
+    void *p;
+    memcpy(&p, (const char *)base + off, sizeof p);
+    return p;
+}
+
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL; x ^= x >> 33;
+    return x;
+}
+
 #define MAX_IDS 16
 static int g_rt_domain = -1, g_clone_cbid = -1, g_graph_del_cbid = -1;
 /* Callbacks handled here, for the recorder's callback_stats: graph destructions, instantiations. */
@@ -68,6 +79,146 @@ static int g_n_inst, g_n_enter_only, g_n_exit_only;
 static int g_instantiating; /* instantiations running (any thread); atomic */
 #define MAX_INST_THREADS 8
 static struct { unsigned long thread; unsigned long long t0; } g_inst_start[MAX_INST_THREADS];
+
+/* ---- Counted here, on CUDA's callback thread, without the GIL (configure's optional arguments):
+ *  - memory the program takes from CUDA: cudaMalloc / cudaFree (runtime; torch's caching allocator)
+ *    and cuMemCreate / cuMemRelease (driver; torch's expandable segments), successful calls only,
+ *    sizes kept per pointer / handle so that a free subtracts what its allocation added. The
+ *    recorder reads the total at capture begin and at instantiation: the growth in between is the
+ *    capture's. Reading torch's own statistics there instead (torch._C._cuda_memoryStats builds a
+ *    dict of every allocator statistic) cost ~90 us a graph on the GPU machine.
+ *  - graph launches (cuGraphLaunch*, API enter) per graph exec, when the recorder does not trace
+ *    (a Python callback per replay cost a serving loop ~3-5 us a replay).
+ * Parameter layouts (cupti's generated_cuda_runtime_api_meta.h / generated_cuda_meta.h):
+ * cudaMalloc_v3020_params {void **devPtr; size_t size}, cudaFree_v3020_params {void *devPtr},
+ * cuMemCreate_params {CUmemGenericAllocationHandle *handle; size_t size; ...},
+ * cuMemRelease_params {CUmemGenericAllocationHandle handle}, cuGraphLaunch_params {CUgraphExec hGraphExec; ...}. */
+typedef struct {
+    uint64_t *keys;
+    int64_t *vals;
+    unsigned char *state; /* 0 empty, 1 live, 2 removed */
+    size_t cap, used;     /* used: live + removed slots */
+    int lock;
+} Table;
+
+static Table g_allocs, g_launches;
+static int64_t g_alloc_total;
+static int g_drv_domain = -1, g_count_launches;
+static uint32_t g_rt_malloc = UINT32_MAX, g_rt_free = UINT32_MAX, g_drv_create = UINT32_MAX, g_drv_release = UINT32_MAX;
+static uint32_t g_launch_ids[MAX_IDS];
+static int g_n_launch;
+static Py_ssize_t g_off_params = 16, g_off_ret = 24;
+static unsigned long long g_launch_calls, g_alloc_calls;
+#define HANDLE_TAG (1ULL << 63) /* cuMemCreate handles beside device pointers in one table */
+
+static inline void t_lock(Table *t) { while (__atomic_test_and_set(&t->lock, __ATOMIC_ACQUIRE)) {} }
+static inline void t_unlock(Table *t) { __atomic_clear(&t->lock, __ATOMIC_RELEASE); }
+
+static size_t t_find(const Table *t, uint64_t k, int for_insert) {
+    size_t m = t->cap - 1, s = (size_t)mix64(k) & m, first_free = (size_t)-1;
+    for (size_t probe = 0; probe < t->cap; probe++, s = (s + 1) & m) {
+        if (t->state[s] == 0) return for_insert && first_free != (size_t)-1 ? first_free : s;
+        if (t->state[s] == 2) { if (first_free == (size_t)-1) first_free = s; continue; }
+        if (t->keys[s] == k) return s;
+    }
+    return first_free;
+}
+
+/* Grow (or create) so that one more key fits; 0 on success. Called with the lock held. */
+static int t_reserve(Table *t) {
+    if (t->cap && (t->used + 1) * 10 < t->cap * 7) return 0;
+    size_t ncap = t->cap ? t->cap * 2 : 256;
+    uint64_t *k = calloc(ncap, sizeof *k);
+    int64_t *v = calloc(ncap, sizeof *v);
+    unsigned char *st = calloc(ncap, 1);
+    if (!k || !v || !st) { free(k); free(v); free(st); return -1; }
+    Table n = {k, v, st, ncap, 0, 0};
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->state[i] == 1) {
+            size_t s = t_find(&n, t->keys[i], 1);
+            n.keys[s] = t->keys[i]; n.vals[s] = t->vals[i]; n.state[s] = 1; n.used++;
+        }
+    free(t->keys); free(t->vals); free(t->state);
+    t->keys = n.keys; t->vals = n.vals; t->state = n.state; t->cap = ncap; t->used = n.used;
+    return 0;
+}
+
+/* vals[k] += delta (created at 0); the new value. */
+static int64_t t_add(Table *t, uint64_t k, int64_t delta) {
+    int64_t out = 0;
+    t_lock(t);
+    if (t_reserve(t) == 0) {
+        size_t s = t_find(t, k, 1);
+        if (s != (size_t)-1) {
+            if (t->state[s] != 1) { if (t->state[s] == 0) t->used++; t->keys[s] = k; t->vals[s] = 0; t->state[s] = 1; }
+            out = t->vals[s] += delta;
+        }
+    }
+    t_unlock(t);
+    return out;
+}
+
+/* Remove k; its value (0 when absent). */
+static int64_t t_take(Table *t, uint64_t k) {
+    int64_t out = 0;
+    t_lock(t);
+    if (t->cap) {
+        size_t s = t_find(t, k, 0);
+        if (s != (size_t)-1 && t->state[s] == 1) { out = t->vals[s]; t->state[s] = 2; }
+    }
+    t_unlock(t);
+    return out;
+}
+
+static int64_t t_get(Table *t, uint64_t k) {
+    int64_t out = 0;
+    t_lock(t);
+    if (t->cap) {
+        size_t s = t_find(t, k, 0);
+        if (s != (size_t)-1 && t->state[s] == 1) out = t->vals[s];
+    }
+    t_unlock(t);
+    return out;
+}
+
+static void t_clear(Table *t) {
+    t_lock(t);
+    free(t->keys); free(t->vals); free(t->state);
+    t->keys = NULL; t->vals = NULL; t->state = NULL; t->cap = t->used = 0;
+    t_unlock(t);
+}
+
+/* An allocation API's exit: account for it when it succeeded. */
+static void account(int driver, uint32_t cbid, const void *cbdata) {
+    const char *params = read_ptr(cbdata, g_off_params);
+    const int *ret = read_ptr(cbdata, g_off_ret);
+    if (!params || !ret || *ret != 0) return;
+    __atomic_add_fetch(&g_alloc_calls, 1, __ATOMIC_RELAXED);
+    if (!driver && cbid == g_rt_malloc) {
+        void **where = read_ptr(params, 0);
+        size_t size;
+        memcpy(&size, params + 8, sizeof size);
+        if (where && *where) {
+            t_add(&g_allocs, (uint64_t)(uintptr_t)*where, (int64_t)size);
+            __atomic_add_fetch(&g_alloc_total, (int64_t)size, __ATOMIC_SEQ_CST);
+        }
+    } else if (!driver && cbid == g_rt_free) {
+        void *p = read_ptr(params, 0);
+        if (p) __atomic_sub_fetch(&g_alloc_total, t_take(&g_allocs, (uint64_t)(uintptr_t)p), __ATOMIC_SEQ_CST);
+    } else if (driver && cbid == g_drv_create) {
+        uint64_t *where = read_ptr(params, 0);
+        size_t size;
+        memcpy(&size, params + 8, sizeof size);
+        if (where) {
+            t_add(&g_allocs, *where | HANDLE_TAG, (int64_t)size);
+            __atomic_add_fetch(&g_alloc_total, (int64_t)size, __ATOMIC_SEQ_CST);
+        }
+    } else if (driver && cbid == g_drv_release) {
+        uint64_t h;
+        memcpy(&h, params, sizeof h);
+        __atomic_sub_fetch(&g_alloc_total, t_take(&g_allocs, h | HANDLE_TAG), __ATOMIC_SEQ_CST);
+    }
+}
 static Py_ssize_t g_off_desc = 16, g_off_graph = 0, g_off_node = 16;
 static unsigned long long g_calls, g_ns, g_errors;
 static int g_public_walk; /* walk with the public frame API even where the internal walk is built */
@@ -79,11 +230,6 @@ static inline unsigned long long now_ns(void) {
     return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 
-static inline void *read_ptr(const void *base, Py_ssize_t off) {
-    void *p;
-    memcpy(&p, (const char *)base + off, sizeof p);
-    return p;
-}
 
 /* The nn.Module whose `forward` runs in `frame` (its `self`), or NULL; no exception left set. */
 static PyObject *module_of(PyFrameObject *frame, PyCodeObject *code) {
@@ -382,9 +528,32 @@ static void callback(void *userdata, int domain, uint32_t cbid, const void *cbda
     if (domain == g_res_domain && ((int)cbid == g_node_cbid || (int)cbid == g_clone_cbid) &&
         __atomic_load_n(&g_instantiating, __ATOMIC_SEQ_CST) > 0)
         return; /* an instantiation's clones */
+    if (domain == g_drv_domain && cbdata) {
+        if (cbid == g_drv_create || cbid == g_drv_release) {
+            int site;
+            memcpy(&site, (const char *)cbdata + g_off_site, sizeof site);
+            if (site != 0) account(1, cbid, cbdata);
+            return;
+        }
+        if (g_count_launches && has_id(g_launch_ids, g_n_launch, cbid)) {
+            int site;
+            memcpy(&site, (const char *)cbdata + g_off_site, sizeof site);
+            const char *params = read_ptr(cbdata, g_off_params);
+            if (site == 0 && params) {
+                void *exec = read_ptr(params, 0); /* cuGraphLaunch(hGraphExec, hStream) */
+                if (exec) t_add(&g_launches, (uint64_t)(uintptr_t)exec, 1);
+                __atomic_add_fetch(&g_launch_calls, 1, __ATOMIC_RELAXED);
+            }
+            return;
+        }
+    }
     if (domain == g_rt_domain && cbdata) {
         int site;
         memcpy(&site, (const char *)cbdata + g_off_site, sizeof site);
+        if (cbid == g_rt_malloc || cbid == g_rt_free) {
+            if (site != 0) account(0, cbid, cbdata);
+            return;
+        }
         if (has_id(g_inst_ids, g_n_inst, cbid)) {
             unsigned long long t0 = now_ns();
             instantiation(site);
@@ -451,16 +620,37 @@ static int read_ids(PyObject *seq, uint32_t *out, int *n, const char *what) {
 static PyObject *configure(PyObject *mod, PyObject *args, PyObject *kw) {
     static char *names[] = {"handler", "nodes", "node_graph", "ranges", "stop", "main_thread", "resource_domain",
                             "node_cbid", "off_desc", "off_graph", "off_node", "clone_cbid", "runtime_domain",
-                            "off_site", "instantiate", "enter_only", "exit_only", "graph_destroy_cbid", NULL};
+                            "off_site", "instantiate", "enter_only", "exit_only", "graph_destroy_cbid",
+                            "driver_domain", "alloc_ids", "launch_ids", "off_params", "off_ret", NULL};
     PyObject *h, *nodes, *ng, *ranges, *stop, *inst = NULL, *enter_only = NULL, *exit_only = NULL;
+    PyObject *alloc = NULL, *launch = NULL;
     unsigned long main_thread;
-    int dom, cbid, clone = -1, rt = -1, gdel = -1;
-    Py_ssize_t od, og, on, osite = 0;
+    int dom, cbid, clone = -1, rt = -1, gdel = -1, drv = -1;
+    Py_ssize_t od, og, on, osite = 0, oparams = 16, oret = 24;
     (void)mod;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!OO!kiinnn|iinOOOi", names, &h, &PyDict_Type, &nodes, &PyDict_Type,
-                                     &ng, &ranges, &PyList_Type, &stop, &main_thread, &dom, &cbid, &od, &og, &on,
-                                     &clone, &rt, &osite, &inst, &enter_only, &exit_only, &gdel))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!OO!kiinnn|iinOOOiiOOnn", names, &h, &PyDict_Type, &nodes,
+                                     &PyDict_Type, &ng, &ranges, &PyList_Type, &stop, &main_thread, &dom, &cbid, &od,
+                                     &og, &on, &clone, &rt, &osite, &inst, &enter_only, &exit_only, &gdel, &drv,
+                                     &alloc, &launch, &oparams, &oret))
         return NULL;
+    uint32_t aids[MAX_IDS];
+    int naids = 0;
+    if (read_ids(alloc, aids, &naids, "alloc_ids") < 0 || read_ids(launch, g_launch_ids, &g_n_launch, "launch_ids") < 0)
+        return NULL;
+    if (naids != 0 && naids != 4)
+        return PyErr_Format(PyExc_ValueError, "alloc_ids: (cudaMalloc, cudaFree, cuMemCreate, cuMemRelease) callback ids");
+    g_rt_malloc = naids ? aids[0] : UINT32_MAX;
+    g_rt_free = naids ? aids[1] : UINT32_MAX;
+    g_drv_create = naids ? aids[2] : UINT32_MAX;
+    g_drv_release = naids ? aids[3] : UINT32_MAX;
+    g_count_launches = g_n_launch > 0;
+    g_drv_domain = drv;
+    g_off_params = oparams;
+    g_off_ret = oret;
+    t_clear(&g_allocs);
+    t_clear(&g_launches);
+    g_alloc_total = 0;
+    g_launch_calls = g_alloc_calls = 0;
     if (read_ids(inst, g_inst_ids, &g_n_inst, "instantiate") < 0 ||
         read_ids(enter_only, g_enter_only, &g_n_enter_only, "enter_only") < 0 ||
         read_ids(exit_only, g_exit_only, &g_n_exit_only, "exit_only") < 0)
@@ -533,8 +723,54 @@ static PyObject *stats(PyObject *mod, PyObject *unused) {
     return Py_BuildValue("(KKK)", g_calls, g_ns, g_errors);
 }
 
+static PyObject *alloc_bytes(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    return PyLong_FromLongLong(__atomic_load_n(&g_alloc_total, __ATOMIC_SEQ_CST));
+}
+
+static int exec_arg(PyObject *arg, uint64_t *out) {
+    *out = PyLong_AsUnsignedLongLong(arg);
+    return (*out == (uint64_t)-1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static PyObject *launch_count(PyObject *mod, PyObject *arg) {
+    uint64_t k;
+    (void)mod;
+    if (exec_arg(arg, &k) < 0) return NULL;
+    return PyLong_FromLongLong(t_get(&g_launches, k));
+}
+
+static PyObject *take_launches(PyObject *mod, PyObject *arg) {
+    uint64_t k;
+    (void)mod;
+    if (exec_arg(arg, &k) < 0) return NULL;
+    return PyLong_FromLongLong(t_take(&g_launches, k));
+}
+
+static PyObject *launch_counts(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    Table *t = &g_launches;
+    t_lock(t);
+    for (size_t i = 0; i < t->cap; i++) {
+        if (t->state[i] != 1) continue;
+        PyObject *k = PyLong_FromUnsignedLongLong(t->keys[i]), *v = PyLong_FromLongLong(t->vals[i]);
+        if (!k || !v || PyDict_SetItem(d, k, v) < 0) {
+            Py_XDECREF(k); Py_XDECREF(v);
+            t_unlock(t);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(k); Py_DECREF(v);
+    }
+    t_unlock(t);
+    return d;
+}
+
 /* ((domain, cbid) -> (calls, ns inside)) of the other callbacks handled here (graph destruction;
- * instantiations under the runtime domain's first instantiate id, all of them together). */
+ * instantiations under the runtime domain's first instantiate id, all of them together; launches
+ * under the first launch id and allocations under cudaMalloc's, calls only). */
 static PyObject *handled_stats(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
     PyObject *d = PyDict_New();
@@ -546,6 +782,16 @@ static PyObject *handled_stats(PyObject *mod, PyObject *unused) {
     }
     if (g_inst_calls && g_n_inst) {
         PyObject *k = Py_BuildValue("(iI)", g_rt_domain, g_inst_ids[0]), *v = Py_BuildValue("(KK)", g_inst_calls, g_inst_ns);
+        if (!k || !v || PyDict_SetItem(d, k, v) < 0) { Py_XDECREF(k); Py_XDECREF(v); Py_DECREF(d); return NULL; }
+        Py_DECREF(k); Py_DECREF(v);
+    }
+    if (g_launch_calls && g_n_launch) {
+        PyObject *k = Py_BuildValue("(iI)", g_drv_domain, g_launch_ids[0]), *v = Py_BuildValue("(KK)", g_launch_calls, 0ULL);
+        if (!k || !v || PyDict_SetItem(d, k, v) < 0) { Py_XDECREF(k); Py_XDECREF(v); Py_DECREF(d); return NULL; }
+        Py_DECREF(k); Py_DECREF(v);
+    }
+    if (g_alloc_calls) {
+        PyObject *k = Py_BuildValue("(iI)", g_rt_domain, g_rt_malloc), *v = Py_BuildValue("(KK)", g_alloc_calls, 0ULL);
         if (!k || !v || PyDict_SetItem(d, k, v) < 0) { Py_XDECREF(k); Py_XDECREF(v); Py_DECREF(d); return NULL; }
         Py_DECREF(k); Py_DECREF(v);
     }
@@ -764,10 +1010,6 @@ done:
  * Why C: the Python version (a dict and two map()s, then two appends an edge) cost ~0.25 ms at
  * 1,000 nodes, more than the driver's own edge call; an open-addressing table and lists made at
  * their final size cost a tenth of that (tests/test_export_cpu.py checks it against a plain loop). */
-static inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL; x ^= x >> 33;
-    return x;
-}
 
 static PyObject *adjacency(PyObject *mod, PyObject *args) {
     PyObject *handles;
@@ -854,6 +1096,11 @@ static PyMethodDef methods[] = {
     {"set_autograd", set_autograd, METH_O, "set_autograd(fn): torch._C._current_autograd_node, or None."},
     {"deactivate", deactivate, METH_NOARGS, "Stop: the callback returns at once from now on."},
     {"stats", stats, METH_NOARGS, "(node callbacks, ns inside them, errors)."},
+    {"alloc_bytes", alloc_bytes, METH_NOARGS, "Bytes taken from CUDA (cudaMalloc, cuMemCreate) and not given back, "
+     "since configure()."},
+    {"launch_count", launch_count, METH_O, "launch_count(exec): launches of that graph exec counted here."},
+    {"take_launches", take_launches, METH_O, "take_launches(exec): its count, forgotten."},
+    {"launch_counts", launch_counts, METH_NOARGS, "{exec: launches} counted here."},
     {"handled_stats", handled_stats, METH_NOARGS, "{(domain, cbid): (calls, ns)} of the other callbacks handled here."},
     {"set_walk", set_walk, METH_O, "set_walk(internal): walk CPython's frames directly (where built); "
      "whether that walk is on now."},

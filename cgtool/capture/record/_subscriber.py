@@ -46,6 +46,11 @@ RUNTIME = {"cudaGraphInstantiate_v10000": 310, "cudaGraphLaunch_v10000": 311, "c
            "cudaStreamBeginCaptureToGraph_v12030": 452, "cudaStreamBeginCaptureToGraph_ptsz_v12030": 453}
 #: CUpti_driver_api_trace_cbid values of graph launches (cupti_driver_cbid.h).
 DRIVER = {"cuGraphLaunch": 514, "cuGraphLaunch_ptsz": 515}
+#: The allocation calls whose exits the compiled callback accounts for (memory taken during a capture):
+#: runtime cudaMalloc / cudaFree (torch's caching allocator), driver cuMemCreate / cuMemRelease
+#: (its expandable segments). Order: what ``_nodecb.configure(alloc_ids=...)`` takes.
+ALLOC_RUNTIME = {"cudaMalloc_v3020": 20, "cudaFree_v3020": 22}
+ALLOC_DRIVER = {"cuMemCreate": 549, "cuMemRelease": 550}
 
 
 def runtime_ids(*prefixes: str) -> set[int]:
@@ -69,6 +74,8 @@ def mismatches(cupti: Any) -> list[str]:
     cmp("CallbackIdResource", RESOURCE, getattr(cupti, "CallbackIdResource", None))
     cmp("runtime_api_trace_cbid", RUNTIME, getattr(cupti, "runtime_api_trace_cbid", None))
     cmp("driver_api_trace_cbid", DRIVER, getattr(cupti, "driver_api_trace_cbid", None))
+    cmp("runtime_api_trace_cbid", ALLOC_RUNTIME, getattr(cupti, "runtime_api_trace_cbid", None))
+    cmp("driver_api_trace_cbid", ALLOC_DRIVER, getattr(cupti, "driver_api_trace_cbid", None))
     theirs = Layout(cupti).offsets
     out += [f"offset of {k}: {v} here, {theirs[k]} in cupti-python" for k, v in _DEFAULTS.items() if theirs[k] != v]
     return out
@@ -77,7 +84,7 @@ _CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, cty
 
 # Fallback offsets, from cupti_callbacks.h (64-bit).
 _DEFAULTS = {
-    "callback_site": 0, "function_params": 16, "correlation_id": 64,  # CUpti_CallbackData
+    "callback_site": 0, "function_params": 16, "function_return_value": 24, "correlation_id": 64,  # CUpti_CallbackData
     "resource_descriptor": 16,  # CUpti_ResourceData
     "graph": 0, "original_graph": 8, "node": 16, "original_node": 24, "graph_exec": 48,  # CUpti_GraphData
 }
@@ -103,7 +110,7 @@ class Layout:
             self._set(off)
             return
         off.update(_field_offsets(getattr(cupti, "callback_data_dtype", None),
-                                  ["callback_site", "function_params", "correlation_id"]))
+                                  ["callback_site", "function_params", "function_return_value", "correlation_id"]))
         off.update(_field_offsets(getattr(cupti, "resource_data_dtype", None), ["resource_descriptor"]))
         off.update(_field_offsets(getattr(cupti, "graph_data_dtype", None),
                                   ["graph", "original_graph", "node", "original_node", "graph_exec"]))
@@ -113,6 +120,7 @@ class Layout:
         self.offsets = off
         self.site = off["callback_site"]
         self.params = off["function_params"]
+        self.ret = off["function_return_value"]
         self.corr = off["correlation_id"]
         self.desc = off["resource_descriptor"]
         self.graph = off["graph"]

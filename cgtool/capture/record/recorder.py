@@ -232,7 +232,12 @@ class Recorder:
                 instantiate=tuple(sorted(S.runtime_ids("cudaGraphInstantiate"))),
                 enter_only=tuple(sorted(S.runtime_ids("cudaStreamBeginCapture"))),
                 exit_only=tuple(sorted(S.runtime_ids("cudaStreamEndCapture"))),
-                graph_destroy_cbid=S.RESOURCE["GRAPH_DESTROY_STARTING"])
+                graph_destroy_cbid=S.RESOURCE["GRAPH_DESTROY_STARTING"],
+                # memory taken from CUDA, and (when not tracing: no correlation ids needed) replays
+                driver_domain=S.DOMAIN_DRIVER, off_params=self._L.params, off_ret=self._L.ret,
+                alloc_ids=(S.ALLOC_RUNTIME["cudaMalloc_v3020"], S.ALLOC_RUNTIME["cudaFree_v3020"],
+                           S.ALLOC_DRIVER["cuMemCreate"], S.ALLOC_DRIVER["cuMemRelease"]),
+                launch_ids=tuple(sorted(S.DRIVER.values())) if self.trace_replays == 0 else ())
         t2 = time.perf_counter()
         self.timings["subscribe_s"] = t2 - t1
         S = _subscriber
@@ -255,6 +260,11 @@ class Recorder:
         self._drv_launch = set(S.DRIVER.values())
         for cbid in sorted(self._drv_launch):
             self._sub.enable(self._D_DRV, cbid)
+        if self._nodecb is not None:  # allocations, accounted for by the compiled callback
+            for cbid in S.ALLOC_RUNTIME.values():
+                self._sub.enable(self._D_RT, cbid)
+            for cbid in S.ALLOC_DRIVER.values():
+                self._sub.enable(self._D_DRV, cbid)
         self._site_off, self._params_off, self._corr_off = self._L.site, self._L.params, self._L.corr
         t3 = time.perf_counter()
         self.timings["enable_callbacks_s"] = t3 - t2
@@ -447,7 +457,7 @@ class Recorder:
             h = _ptr(desc + L.exec)
             rec = self._by_exec.pop(h, None)
             if rec is not None:
-                rec.replays = self._launch_counts.pop(h, 0)
+                rec.replays = self._take_launches(h)
         elif cbid == self._R_GRAPH_DEL:
             for n in self._nodes.pop(_ptr(desc + L.graph), {}):
                 self._node_graph.pop(n, None)
@@ -513,8 +523,31 @@ class Recorder:
                 self._traced.add(corr)
                 rec.traced_correlations.append(corr)
 
+    def _counts_in_c(self) -> bool:
+        return self._nodecb is not None and self.trace_replays == 0
+
+    def _take_launches(self, exec_: int) -> int:
+        """The replays counted for a graph exec, forgotten (its handle may be reused)."""
+        if self._counts_in_c():
+            return int(self._nodecb.take_launches(exec_))
+        return self._launch_counts.pop(exec_, 0)
+
+    def _all_launches(self) -> dict[int, int]:
+        if self._counts_in_c():
+            return dict(self._nodecb.launch_counts())
+        return dict(self._launch_counts)
+
     def _reserved(self) -> int | None:
-        """Bytes torch's allocator holds on the current device (its stats' ``reserved_bytes``)."""
+        """The memory the process holds from CUDA, as a running figure: only its growth across a
+        capture is used. With the compiled callback: bytes taken by cudaMalloc / cuMemCreate and
+        not given back (counted in its callback, no Python); else torch's allocator's
+        ``reserved_bytes`` (the same growth for torch's allocator, read from its statistics)."""
+        if self._nodecb is not None:
+            return int(self._nodecb.alloc_bytes())
+        return self._reserved_by_torch()
+
+    def _reserved_by_torch(self) -> int | None:
+        """torch's allocator's ``reserved_bytes`` on the current device."""
         torch = self._torch or sys.modules.get("torch")
         if torch is None:
             return None
@@ -593,7 +626,7 @@ class Recorder:
             )
             self.graphs.append(rec)
             self._by_exec[exec_] = rec
-            self._launch_counts[exec_] = 0
+            self._take_launches(exec_)  # a reused handle starts again from 0
         self._last_capture_at = t4 = time.perf_counter()
         ph = self._exec_phases  # where the exec-created callback's time goes (benchmarks/bench_record.py)
         for k, v in (("reserved", t1 - t_inst_end), ("export", t2 - t1), ("pool_and_stack", t3 - t2),
@@ -760,8 +793,9 @@ class Recorder:
             w.join(60)
         t2 = time.perf_counter()
         with self._lock:
+            counts = self._all_launches()
             for h, rec in list(self._by_exec.items()):
-                rec.replays = self._launch_counts.get(h, 0)
+                rec.replays = counts.get(h, 0)
         ledger = self.ledger()
         t3 = time.perf_counter()
         for rec in list(self.graphs):
@@ -838,7 +872,9 @@ class Recorder:
             "bytes_reserved_at_exit": reserved,
             "peak_bytes_reserved": peak,
             "note": "pool bytes are torch's allocator segments tagged with the pool at exit; "
-            "reserved_during_capture is the growth of torch's reserved memory while the graph was captured",
+            "reserved_during_capture is the memory the process took from CUDA while the graph was captured "
+            "(cudaMalloc and cuMemCreate, less what was freed; for torch's allocator, the growth of its "
+            "reserved memory)",
         }
 
     def _write_trace(self, docs: list[dict[str, Any]]) -> str | None:
@@ -859,7 +895,7 @@ class Recorder:
         with self._lock:
             recs = [r for r in self.graphs if r.written]
             live = {h: r for h, r in self._by_exec.items()}
-            counts = dict(self._launch_counts)
+            counts = self._all_launches()
         cov = self.coverage_summary() if finished else None
         graphs = []
         for r in recs:
@@ -905,7 +941,8 @@ class Recorder:
             "subscriber": getattr(self, "subscriber", None),
             "callback_stats": {f"{d}/{c}": {"calls": v[0], "s_inside": v[1] / 1e9}
                                for (d, c), v in sorted(stats.items())},
-            "launch_callbacks": self._launch_callbacks,
+            "launch_callbacks": self._launch_callbacks + (
+                stats.get((self._D_DRV, min(self._drv_launch)), [0])[0] if self._counts_in_c() else 0),
             "recorder_timings": {**self.timings, **{f"exec_created_{k}_s": v for k, v in self._exec_phases.items()}},
             "timeline": dict(self.timeline),
             "layout": getattr(getattr(self, "_L", None), "offsets", None),
