@@ -5,7 +5,8 @@ and 100k nodes, before (``benchmarks/export_reference.py``, the export as it was
 
 GPU machine, cupti-python needed on drivers before 13.1. Per size, one graph of alternating
 ``mul_``/``add_`` kernels (two kernel functions: names are looked up once each) is captured and
-instantiated, then each case is timed ``--reps`` times (median):
+instantiated, then each case is timed ``--reps`` times (median; the cases interleaved, one call of
+each per round, the order rotated):
 
 * bare: cuda.bindings ``cudaGraphGetNodes`` + ``cudaGraphGetEdges`` (count, then fetch), the floor;
 * get_graph_data: ``graph_data(with_meta=False)``, the schema of torch's ``get_graph_data()``;
@@ -71,23 +72,6 @@ class GcClock:
             self.total += time.perf_counter() - self._t0
 
 
-def timed(fn: Callable[[], Any], reps: int, clock: GcClock) -> tuple[float, float]:
-    """(median seconds, GC seconds per call) of ``reps`` calls after one warm-up call."""
-    fn()
-    ts = []
-    clock.total = 0.0
-    for _ in range(reps):
-        gc.collect()
-        clock.on = True
-        t0 = time.perf_counter()
-        out = fn()
-        gc.collect(0)  # the young objects a call leaves are the collector's work: charged to the call
-        ts.append(time.perf_counter() - t0)
-        clock.on = False
-        del out
-    return statistics.median(ts), clock.total / reps
-
-
 def load_before(path: Path) -> Any:
     """An earlier ``cgtool/capture/export.py`` as a module of its own (it imports today's helpers)."""
     spec = importlib.util.spec_from_file_location("export_before", path)
@@ -96,6 +80,30 @@ def load_before(path: Path) -> Any:
     sys.modules["export_before"] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
+
+
+def timed_rounds(cases: dict[str, Callable[[], Any]], reps: int, clock: GcClock) -> dict[str, tuple[float, float]]:
+    """(median seconds, GC seconds per call) of every case after one warm-up call each, interleaved:
+    ``reps`` rounds of one call of each case, the order rotated each round, so that the machine's
+    drift reaches every case alike. A collection is made before each timed call."""
+    names = list(cases)
+    for name in names:
+        cases[name]()  # warm-up
+    ts: dict[str, list[float]] = {n: [] for n in names}
+    gcs: dict[str, float] = {n: 0.0 for n in names}
+    for r in range(reps):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            gc.collect()
+            clock.total = 0.0
+            clock.on = True
+            t0 = time.perf_counter()
+            out = cases[name]()
+            gc.collect(0)  # the young objects a call leaves are the collector's work: charged to the call
+            ts[name].append(time.perf_counter() - t0)
+            clock.on = False
+            gcs[name] += clock.total
+            del out
+    return {n: (statistics.median(ts[n]), gcs[n] / reps) for n in names}
 
 
 def normalise(d: dict[str, Any]) -> str:
@@ -281,7 +289,7 @@ def main() -> int:
                 a.profile_dir.mkdir(parents=True, exist_ok=True)
                 (a.profile_dir / f"export_profiles_{nodes}.txt").write_text(buf.getvalue())
                 print(f"  cProfile listings: {a.profile_dir / f'export_profiles_{nodes}.txt'}")
-        res = {name: timed(fn, a.reps, clock) for name, fn in cases.items()}
+        res = timed_rounds(cases, a.reps, clock)
         base = res["bare"][0]
         for name, (t, gct) in res.items():
             target = TARGETS.get(name)
@@ -296,7 +304,7 @@ def main() -> int:
         torch.cuda.empty_cache()
     if len(rows) > 1:
         print("\nscaling (time per node; exponent k of time ~ nodes^k between consecutive sizes):")
-        for name in [k for k in rows[0] if k != "nodes" and not k.startswith("gc ")]:
+        for name in [k for k in rows[0] if k != "nodes" and not k.startswith("gc ") and all(k in r for r in rows)]:
             per = "  ".join(f"{r[name] / r['nodes'] * 1e6:6.2f}" for r in rows)
             ks = "  ".join(f"{math.log(b[name] / a_[name]) / math.log(b['nodes'] / a_['nodes']):4.2f}"
                            for a_, b in zip(rows, rows[1:]))

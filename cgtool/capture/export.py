@@ -273,7 +273,10 @@ def read_graph(raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_sour
 
     source = id_source
     if source == "auto":
-        source = "driver" if handles and driver_has_tools_ids(rt, node_obj(0)) else "cupti"
+        if _tools_id_probe is not None:  # probed once per process: no cuda.bindings node object needed
+            source = "driver" if handles and _tools_id_probe else "cupti"
+        else:
+            source = "driver" if handles and driver_has_tools_ids(rt, node_obj(0)) else "cupti"
     node_id: Any = None  # CUPTI's id of a node handle
     if source == "driver":
         exec_id = check(rt.cudaGraphExecGetId(rt.cudaGraphExec_t(init_value=raw_exec)), "cudaGraphExecGetId")
