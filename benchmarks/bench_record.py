@@ -1,13 +1,15 @@
 """Overhead of `cgtool record` (no tracing) against the bare program.
 
-    python benchmarks/bench_record.py [--rounds 3] [--layers 24] [--out bench_record.json]
+    python benchmarks/bench_record.py [--rounds 3] [--layers 24] [--serve-s 0] [--out bench_record.json]
 
-Runs tests/programs/server_runner.py (4 graphs of LAYERS blocks each, one pool, then serving) bare
-and under `cgtool record`, alternating, in fresh processes. Two figures, medians over the rounds:
+Runs tests/programs/server_runner.py (4 graphs of LAYERS blocks each, one pool, then serving its
+requests once, or again and again for ``--serve-s`` seconds) bare and under `cgtool record`,
+alternating, in fresh processes. Two figures, medians over the rounds:
 
 * program wall time: the process's wall time from start to exit, recorded / bare (goal <= 1.05x);
 * capture+instantiate per graph: the program's own timing around each `with torch.cuda.graph`
-  (it prints them), recorded / bare (goal <= 1.2x).
+  (it prints them), recorded / bare (goal <= 1.2x); also per graph of the program and paired (each
+  graph against the same graph of the bare run of the same round).
 
 And where the recorded run's extra time goes, from the wall-clock stamps the recording keeps
 (``index.json`` ``timeline``, ``recorder_timings``): before the child's first line (the parent
@@ -51,6 +53,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--layers", type=int, default=24)
+    ap.add_argument("--serve-s", type=float, default=0.0,
+                    help="the program serves its requests again until this many seconds have passed (a longer run)")
     ap.add_argument("--out", default="bench_record.json")
     ap.add_argument("--modes", default="bare,record",
                     help="bare, record, boot, coverage, record_pycb, record_lite (see the docstring)")
@@ -58,6 +62,7 @@ def main() -> None:
     tmp = tempfile.mkdtemp()
     modes = a.modes.split(",")
     rows: dict[str, list[dict]] = {m: [] for m in modes}
+    prog_args = [str(a.layers), str(a.serve_s)]
     for r in range(a.rounds):
         for mode in modes:
             env = dict(os.environ)
@@ -67,14 +72,14 @@ def main() -> None:
                 k, _, v = variant.partition("=")
                 env[f"CGTOOL_RECORD_{k}"] = v or "1"
             if base == "bare":
-                cmd = [sys.executable, PROG, str(a.layers)]
+                cmd = [sys.executable, PROG, *prog_args]
             elif base == "boot":
                 env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
                 os.makedirs(out, exist_ok=True)
-                cmd = [sys.executable, "-m", "cgtool.capture.record._boot", "--out", out, "--", PROG, str(a.layers)]
+                cmd = [sys.executable, "-m", "cgtool.capture.record._boot", "--out", out, "--", PROG, *prog_args]
             else:
                 cmd = [sys.executable, "-m", "cgtool", "record", "-o", out, "--force",
-                       *(["--coverage"] if base == "coverage" else []), "--", "python", PROG, str(a.layers)]
+                       *(["--coverage"] if base == "coverage" else []), "--", "python", PROG, *prog_args]
                 if base == "record_pycb":
                     env["CGTOOL_RECORD_SUBSCRIBER"] = "cupti-python"
                 if base == "record_lite":
@@ -113,7 +118,7 @@ def main() -> None:
 
     rec = "record" if "record" in rows else next(m for m in modes if m != "bare")  # the headline mode
     summary = {
-        "program": f"server_runner.py {a.layers} (4 graphs)",
+        "program": f"server_runner.py {a.layers} {a.serve_s} (4 graphs, serving for {a.serve_s} s)",
         "rounds": a.rounds,
         "python": sys.version.split()[0],
         "headline_mode": rec,
@@ -122,6 +127,13 @@ def main() -> None:
         "program_own_wall_ratio": med(rec, "program_wall_s") / med("bare", "program_wall_s"),
         "capture_instantiate_s_per_graph": {"bare": med_cap("bare"), rec: med_cap(rec)},
         "capture_ratio": med_cap(rec) / med_cap("bare"),
+        # per graph of the program (the first pays the process's first-time costs), and paired: each
+        # graph against the same graph of the bare run in the same round
+        "capture_ratio_by_graph": [statistics.median(r["capture_s"][i] / b["capture_s"][i]
+                                                     for r, b in zip(rows[rec], rows["bare"]))
+                                   for i in range(len(rows["bare"][0]["capture_s"]))],
+        "capture_ratio_paired": statistics.median(c / d for r, b in zip(rows[rec], rows["bare"])
+                                                  for c, d in zip(r["capture_s"], b["capture_s"])),
         # rounds alternate bare and recorded runs: each round's pair shares the machine's state of
         # the moment, so the ratio per round (and its spread) says more than one ratio of medians
         "wall_ratio_per_round": {"median": statistics.median(pr := [r["wall_s"] / b["wall_s"]
@@ -134,7 +146,7 @@ def main() -> None:
     }
     with open(a.out, "w") as f:
         json.dump(summary, f, indent=1)
-    print(json.dumps({k: v for k, v in summary.items() if k != "raw"}, indent=1))
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("raw", "other_modes")}, indent=1))
 
 
 if __name__ == "__main__":

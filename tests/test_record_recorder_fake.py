@@ -258,7 +258,12 @@ def test_compiled_callback_stores_the_same_nodes(fake: FakeCupti, tmp_path: Path
             lines = outer(fake, 100, [11, 12, 13], 5000)
         finally:
             attribution.ranges.names.pop()
-        codes = rec._nodes[100][11][0][0]
+        info = rec._nodes[100][11]
+        # the compiled callback packs each node's info into bytes: nothing for the cyclic GC to count
+        assert isinstance(info, bytes) == (how.split("+")[0] == "c")
+        if isinstance(info, bytes):
+            info = _subscriber.compiled_callback().unpack(info)
+        codes = info[0][0]
         assert Attn.forward.__code__ in codes and (outer.__code__ in codes) == (how != "c+stop")
         # a destroyed graph's nodes are forgotten (handles are reused), the other graph's kept
         fake.graph_event(_Res.GRAPH_DESTROY_STARTING, graph=100)

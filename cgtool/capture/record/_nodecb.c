@@ -5,17 +5,19 @@
  * time; a Python callback through ctypes that returns at once is 1.09x, and one that only calls
  * sys._getframe 1.23x, before any work. So the node-creation callback, the one called for every
  * node, is this C function: it reads the graph and node handles from CUPTI's structs, walks the
- * Python frames of the creating thread with the C API, and stores exactly what the Python path
- * (recorder.Recorder._node_info / attribution.grab_node_info) stores:
+ * Python frames of the creating thread with the C API, and stores what the Python path
+ * (recorder.Recorder._node_info / attribution.grab_node_info) stores, packed into one bytes object
+ * (pack_info; unpack() gives the tuple back):
  *
  *     nodes[graph][node] = ((codes, lastis, module_class, module_index, autograd_op, range), None)
  *     node_graph[node] = graph
  *
  * It also handles the runtime's graph instantiations itself (configure's `instantiate`: node
- * callbacks are ignored while one runs, its start is kept for instantiate_began()) and drops the
- * API sites the recorder ignores (`enter_only`, `exit_only`), so that neither reaches Python.
+ * callbacks are ignored while one runs, its start is kept for instantiate_began()), drops the API
+ * sites the recorder ignores (`enter_only`, `exit_only`), forgets destroyed graphs, counts replays
+ * (when not tracing) and the memory taken from CUDA: none of these reaches Python.
  *
- * Every other callback (capture begin/end, instantiation, launches, clones, destruction) and
+ * Every other callback (capture begin/end, graph-exec creation and destruction, clones) and
  * nodes made on threads other than the main one go to the Python handler(domain, cbid, cbdata).
  * The struct offsets and callback ids come from Python (_subscriber), so nothing here depends
  * on CUPTI's headers. Python >= 3.11 (PyFrame_GetLasti); the recorder falls back to its Python
@@ -330,39 +332,61 @@ static PyObject *module_of_iframe(IFrame *f, PyCodeObject *code) {
 }
 #endif
 
-/* The node's info tuple. Its containers (the two lists, the two tuples) are taken off the cyclic
- * GC's lists: they hold code objects, ints, a class and strings, so they cannot be part of a
- * reference cycle, and the program's collections, which a capture triggers anyway with ~4 new
- * containers a node, then have nothing of ours to walk (measured: ~0.5 us of a node callback's
- * 1.7 us on the CPU machine was cyclic GC, benchmarks/probe_record_capture.py prints it on the GPU). */
-static PyObject *finish_info(PyObject *codes, PyObject *lastis, PyObject *module, int module_index) {
-    PyObject *op = autograd_op();
+/* ---- What a node callback keeps: one bytes object, packed (no container the cyclic GC counts).
+ *
+ *   int32 nframes, int32 module_index, then pointers to module class, autograd op name, range name
+ *   (NULL for none), then per frame: code object pointer, int32 lasti (bytes), int32 0.
+ *
+ * A capture makes nodes by the hundred; each used to leave four new containers (two lists, two
+ * tuples), which count towards the cyclic GC's next collection whether tracked or not: on the GPU
+ * machine the recorded captures of benchmarks/probe_record_capture.py spent ~1 ms a graph in
+ * collections they set off (0.3 a graph, mostly full ones in a torch process), the bare ones none.
+ * Bytes and ints are not GC objects. The objects pointed to are kept alive once each in g_kept
+ * (code objects, module classes, interned op and range names: few distinct ones in a program);
+ * unpack() rebuilds the tuple the Python callback stores, off the capture path (the writer thread). */
+#define PACK_HEAD 32
+#define PACK_FRAME 16
+static Table g_kept; /* object address -> 1: one reference held for every object a packed info names */
+
+static inline PyObject *kept(PyObject *o) {
+    uint64_t k = (uint64_t)(uintptr_t)o;
+    if (o && !t_get(&g_kept, k)) {
+        Py_INCREF(o);
+        t_add(&g_kept, k, 1);
+    }
+    return o;
+}
+
+/* The op / range name as an interned string (equal names: one object), kept; NULL for None. */
+static PyObject *kept_name(PyObject *s) {
+    if (!s || s == Py_None || !PyUnicode_CheckExact(s)) return NULL;
+    Py_INCREF(s);
+    PyUnicode_InternInPlace(&s);
+    kept(s);
+    Py_DECREF(s);
+    return s;
+}
+
+static PyObject *pack_info(PyCodeObject **codes, int *lastis, int n, PyObject *module, int module_index) {
+    PyObject *op = autograd_op(); /* new reference (None when no backward runs) */
     if (!op) return NULL;
-    PyObject *rng;
     Py_ssize_t nr = g_ranges && PyList_Check(g_ranges) ? PyList_GET_SIZE(g_ranges) : 0;
-    if (nr) { rng = PyList_GET_ITEM(g_ranges, nr - 1); Py_INCREF(rng); }
-    else { rng = Py_None; Py_INCREF(rng); }
-    PyObject *idx = PyLong_FromLong(module_index);
-    PyObject *info = PyTuple_New(6);
-    if (!idx || !info) { Py_XDECREF(idx); Py_XDECREF(info); Py_DECREF(op); Py_DECREF(rng); return NULL; }
-    if (!module) module = Py_None;
-    Py_INCREF(codes); Py_INCREF(lastis); Py_INCREF(module);
-    PyTuple_SET_ITEM(info, 0, codes);
-    PyTuple_SET_ITEM(info, 1, lastis);
-    PyTuple_SET_ITEM(info, 2, module);
-    PyTuple_SET_ITEM(info, 3, idx);
-    PyTuple_SET_ITEM(info, 4, op);
-    PyTuple_SET_ITEM(info, 5, rng);
-    PyObject *result = PyTuple_New(2);
-    if (!result) { Py_DECREF(info); return NULL; }
-    PyTuple_SET_ITEM(result, 0, info);
-    Py_INCREF(Py_None);
-    PyTuple_SET_ITEM(result, 1, Py_None);
-    PyObject_GC_UnTrack(codes);
-    PyObject_GC_UnTrack(lastis);
-    PyObject_GC_UnTrack(info);
-    PyObject_GC_UnTrack(result);
-    return result;
+    PyObject *rng = nr ? PyList_GET_ITEM(g_ranges, nr - 1) : NULL;
+    PyObject *b = PyBytes_FromStringAndSize(NULL, PACK_HEAD + (Py_ssize_t)n * PACK_FRAME);
+    if (!b) { Py_DECREF(op); return NULL; }
+    char *p = PyBytes_AS_STRING(b);
+    int32_t head[2] = {n, module_index};
+    void *ptrs[3] = {kept(module), kept_name(op), kept_name(rng)};
+    Py_DECREF(op);
+    memcpy(p, head, 8);
+    memcpy(p + 8, ptrs, 24);
+    for (int i = 0; i < n; i++) {
+        void *c = kept((PyObject *)codes[i]);
+        int32_t l[2] = {lastis[i], 0};
+        memcpy(p + PACK_HEAD + i * PACK_FRAME, &c, 8);
+        memcpy(p + PACK_HEAD + i * PACK_FRAME + 8, l, 8);
+    }
+    return b;
 }
 
 static inline int is_stop(PyCodeObject *c, Py_ssize_t nstop) {
@@ -373,38 +397,27 @@ static inline int is_stop(PyCodeObject *c, Py_ssize_t nstop) {
 
 static PyObject *node_info_public(void);
 
-/* ((codes, lastis, module, module_index, op, range), None) for the running thread; NULL on error. */
+/* The packed info of the node being made on the running thread; NULL on error. */
 static PyObject *node_info(void) {
 #ifdef CGTOOL_FRAME_INTERNALS
     if (!g_public_walk) {
-        IFrame *frames[MAX_FRAMES];
-        int n = 0;
+        PyCodeObject *codes[MAX_FRAMES];
+        int lastis[MAX_FRAMES], n = 0, module_index = -1;
+        PyObject *module = NULL;
         Py_ssize_t nstop = g_stop ? PyList_GET_SIZE(g_stop) : 0;
         for (IFrame *f = current_iframe(PyThreadState_Get()); f && n < MAX_FRAMES; f = first_complete(f->previous)) {
-            if (nstop && is_stop(iframe_code(f), nstop)) break;
-            frames[n++] = f;
-        }
-        PyObject *codes = PyList_New(n), *lastis = PyList_New(n), *module = NULL, *result = NULL;
-        int module_index = -1;
-        if (codes && lastis) {
-            int i = 0;
-            for (; i < n; i++) {
-                PyCodeObject *c = iframe_code(frames[i]);
-                int lasti = _PyInterpreterFrame_LASTI(frames[i]);
-                PyObject *li = PyLong_FromLong(lasti < 0 ? -1 : lasti * (int)sizeof(_Py_CODEUNIT));
-                if (!li) break;
-                Py_INCREF(c);
-                PyList_SET_ITEM(codes, i, (PyObject *)c);
-                PyList_SET_ITEM(lastis, i, li);
-                if (!module) {
-                    module = module_of_iframe(frames[i], c);
-                    if (module) module_index = i;
-                }
+            PyCodeObject *c = iframe_code(f);
+            if (nstop && is_stop(c, nstop)) break;
+            int lasti = _PyInterpreterFrame_LASTI(f);
+            codes[n] = c;
+            lastis[n] = lasti < 0 ? -1 : lasti * (int)sizeof(_Py_CODEUNIT);
+            if (!module) {
+                module = module_of_iframe(f, c);
+                if (module) module_index = n;
             }
-            if (i == n) result = finish_info(codes, lastis, module, module_index);
+            n++;
         }
-        Py_XDECREF(codes);
-        Py_XDECREF(lastis);
+        PyObject *result = pack_info(codes, lastis, n, module, module_index);
         Py_XDECREF(module);
         return result;
     }
@@ -415,6 +428,8 @@ static PyObject *node_info(void) {
 /* The same with the public frame API (frame objects made for the walk). */
 static PyObject *node_info_public(void) {
     PyFrameObject *frames[MAX_FRAMES];
+    PyCodeObject *codes[MAX_FRAMES];
+    int lastis[MAX_FRAMES];
     int n = 0;
     PyThreadState *ts = PyThreadState_Get();
     PyFrameObject *f = PyThreadState_GetFrame(ts); /* new reference */
@@ -433,29 +448,58 @@ static PyObject *node_info_public(void) {
         f = PyFrame_GetBack(f); /* new reference */
     }
     Py_XDECREF(f);
-    int keep = n;
-    PyObject *codes = PyList_New(keep), *lastis = PyList_New(keep), *result = NULL;
     PyObject *module = NULL;
     int module_index = -1;
-    if (!codes || !lastis) goto done;
-    for (int i = 0; i < keep; i++) {
-        PyCodeObject *c = PyFrame_GetCode(frames[i]); /* new reference, handed to the list */
-        PyObject *li = PyLong_FromLong(PyFrame_GetLasti(frames[i]));
-        if (!li) { Py_DECREF(c); goto done; }
-        PyList_SET_ITEM(codes, i, (PyObject *)c);
-        PyList_SET_ITEM(lastis, i, li);
+    for (int i = 0; i < n; i++) {
+        PyCodeObject *c = PyFrame_GetCode(frames[i]); /* new reference; the frame holds another */
+        codes[i] = c;
+        lastis[i] = PyFrame_GetLasti(frames[i]);
         if (!module) {
             module = module_of(frames[i], c);
             if (module) module_index = i;
         }
+        Py_DECREF(c);
     }
-    result = finish_info(codes, lastis, module, module_index);
-done:
-    Py_XDECREF(codes);
-    Py_XDECREF(lastis);
+    PyObject *result = pack_info(codes, lastis, n, module, module_index);
     Py_XDECREF(module);
     for (int i = 0; i < n; i++) Py_DECREF(frames[i]);
     return result;
+}
+
+/* unpack(info): a packed node info as the Python callback's tuple,
+ * ((codes, lastis, module_class, module_index, op, range), None); any other value as it is. */
+static PyObject *unpack(PyObject *mod, PyObject *b) {
+    (void)mod;
+    if (!PyBytes_Check(b)) { Py_INCREF(b); return b; }
+    Py_ssize_t len = PyBytes_GET_SIZE(b);
+    const char *p = PyBytes_AS_STRING(b);
+    int32_t head[2];
+    void *ptrs[3];
+    if (len < PACK_HEAD) return PyErr_Format(PyExc_ValueError, "unpack: %zd bytes is no node info", len);
+    memcpy(head, p, 8);
+    memcpy(ptrs, p + 8, 24);
+    int n = head[0];
+    if (n < 0 || len != PACK_HEAD + (Py_ssize_t)n * PACK_FRAME)
+        return PyErr_Format(PyExc_ValueError, "unpack: %zd bytes do not hold %d frames", len, n);
+    PyObject *codes = PyList_New(n), *lastis = PyList_New(n);
+    if (!codes || !lastis) { Py_XDECREF(codes); Py_XDECREF(lastis); return NULL; }
+    for (int i = 0; i < n; i++) {
+        PyObject *c;
+        int32_t l;
+        memcpy(&c, p + PACK_HEAD + i * PACK_FRAME, 8);
+        memcpy(&l, p + PACK_HEAD + i * PACK_FRAME + 8, 4);
+        PyObject *li = PyLong_FromLong(l);
+        if (!li) { Py_DECREF(codes); Py_DECREF(lastis); return NULL; }
+        Py_INCREF(c);
+        PyList_SET_ITEM(codes, i, c);
+        PyList_SET_ITEM(lastis, i, li);
+    }
+    PyObject *none = Py_None;
+    PyObject *m = ptrs[0] ? (PyObject *)ptrs[0] : none, *op = ptrs[1] ? (PyObject *)ptrs[1] : none,
+             *rng = ptrs[2] ? (PyObject *)ptrs[2] : none;
+    PyObject *info = Py_BuildValue("(NNOiOO)", codes, lastis, m, (int)head[1], op, rng);
+    if (!info) return NULL;
+    return Py_BuildValue("(NO)", info, Py_None);
 }
 
 static void store_node(void *graph, void *node) {
@@ -1105,6 +1149,8 @@ static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(handler, nodes, node_graph, ranges, stop, main_thread, resource_domain, node_cbid, off_desc, "
      "off_graph, off_node): start storing nodes; everything else goes to handler(domain, cbid, cbdata)."},
+    {"unpack", unpack, METH_O, "unpack(info): a packed node info as ((codes, lastis, module, module_index, op, "
+     "range), None); anything else as it is."},
     {"instantiate_began", instantiate_began, METH_O, "instantiate_began(thread): the start of its instantiation."},
     {"set_autograd", set_autograd, METH_O, "set_autograd(fn): torch._C._current_autograd_node, or None."},
     {"deactivate", deactivate, METH_NOARGS, "Stop: the callback returns at once from now on."},

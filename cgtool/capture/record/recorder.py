@@ -116,7 +116,8 @@ class Recorder:
         self.graphs: list[GraphRecord] = []
         self.pid = os.getpid()
         self._by_exec: dict[int, GraphRecord] = {}
-        self._nodes: dict[int, dict[int, _NodeInfo]] = {}  # template graph handle -> node handle -> info
+        # template graph handle -> node handle -> info (packed into bytes by the compiled callback)
+        self._nodes: dict[int, dict[int, _NodeInfo | bytes]] = {}
         self._node_graph: dict[int, int] = {}
         self._captures: dict[int, _Capture] = {}  # thread -> capture in progress
         self._last_capture: dict[int, _Capture] = {}  # thread -> last ended capture, until instantiated
@@ -700,15 +701,25 @@ class Recorder:
         cuda = self._cuda_env.get(device, {}) if device is not None else {}
         return {**cuda, **self._env}
 
-    def _site(self, info: _NodeInfo) -> dict[str, Any]:
-        node, fallback = info
-        codes, lastis, module, module_index, op, rf = node
-        # Nodes made from the same lines (a layer loop) share frames: resolve each stack once.
-        key = (tuple(map(id, codes)), tuple(lastis), id(module), module_index, op, rf) if fallback is None else None
+    def _site(self, info: _NodeInfo | bytes) -> dict[str, Any]:
+        # Nodes made from the same lines (a layer loop) share frames: resolve each stack once. A node
+        # info packed by the compiled callback is its own key (the frames' code objects, offsets,
+        # module, op and range, which the callback keeps alive); a tuple's key is built from the same.
+        key: Any = None
+        if isinstance(info, bytes):
+            key, info = info, None
+        else:
+            node, fallback = info
+            if fallback is None:
+                codes, lastis, module, module_index, op, rf = node
+                key = (tuple(map(id, codes)), tuple(lastis), id(module), module_index, op, rf)
         if key is not None:
             hit = self._site_cache.get(key)
             if hit is not None:
                 return hit[1]
+        if info is None:
+            info = self._nodecb.unpack(key)
+        node, fallback = info
         site = attribution.resolve_node(node, fallback).to_json()
         if key is not None:
             if len(self._site_cache) > 50_000:
@@ -716,7 +727,7 @@ class Recorder:
             self._site_cache[key] = (info, site)  # the info keeps the code objects, so their ids stay theirs
         return site
 
-    def _write_graph(self, rec: GraphRecord, raw: Any, handles: list[int], infos: dict[int, _NodeInfo],
+    def _write_graph(self, rec: GraphRecord, raw: Any, handles: list[int], infos: dict[int, _NodeInfo | bytes],
                      begin_frames: list[RawFrame], device: int | None) -> None:
         from cgtool.capture.export import build
 
