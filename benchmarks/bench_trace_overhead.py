@@ -14,14 +14,14 @@ records of one traced block; settings CUPTI refused are named. A child that cras
 H100 machine the chain's child once hung entering a setting in its second round (many records per
 block, CUPTI enabled and disabled again and again in one process; `cgtool trace` enables it once).
 
-``auto`` is what ``cgtool trace`` does now (``--kernel-records auto``): the serial KERNEL records
-where every graph is one chain (a capture on one stream: nothing in it may overlap, so serial
-records hide nothing), concurrent records otherwise.
-
-Measured on the H100 machine before ``auto`` (issue 18; `cuptiActivityEnableLatencyTimestamps` is off in all but its
+Measured on the H100 machine (issue 18; `cuptiActivityEnableLatencyTimestamps` is off in all but its
 own row): no setting lowers the overhead without changing what `deps` reads. ``kernel-kind`` (the
-serialising KERNEL record kind) brought the chain to 1.03x but serialises concurrent kernels
-(fork/join 1.28x, and the tracer's own serialisations would be reported as fake dependencies);
+serialising KERNEL record kind) looked lighter (the chain 1.03x, GPT-2 decode 1.005x against 1.04x)
+but its records of a graph replay carry a start and end for the first kernel of each launch only:
+every other node's record has both at 0 (``scripts/probes/probe_serial_records.py``: 399 of the
+chain's 400 records a replay, 293 of GPT-2's 294), so there is nothing left to classify; it also
+serialises concurrent kernels (fork/join 1.28x) and, in a fresh process of its own, made the
+chain's replays 28x slower;
 ``graph-launches-only`` gave no launch records at all and cost more; larger host or device buffers
 and ``hw-trace`` (refused: the hardware event system needs a newer GPU) changed nothing measurable.
 """
@@ -40,8 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: name -> CuptiOptions keyword arguments. "default" is what `cgtool trace` uses.
 VARIANTS: dict[str, dict[str, object]] = {
-    "default": {},  # concurrent kernel records (the default before --kernel-records auto)
-    "auto": {"kernel_kind": "auto"},  # what `cgtool trace` takes now: serial records for one-chain graphs
+    "default": {},
     "graph-launches-only": {"launches": "graph"},
     "kernel-kind": {"kernel_kind": "kernel"},
     "hw-trace": {"hw_trace": True},
@@ -57,12 +56,6 @@ from cgtool.capture.runner import capture_workload
 from cgtool.capture.cupti_trace import CuptiCollector, CuptiOptions
 target, variants, rounds = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 cap = capture_workload(parse_target(target), [], check=False)
-from cgtool.capture.tracing import KernelRecords, kernel_records_for
-auto, why = kernel_records_for(KernelRecords.AUTO, [d for _, d in cap.exports()])
-for v in variants.values():
-    if v.get("kernel_kind") == "auto":
-        v["kernel_kind"] = "kernel" if auto is KernelRecords.SERIAL else "concurrent"
-print(f"auto: {auto.value} ({why})", file=sys.stderr, flush=True)
 def timed(n):
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     s.record()
@@ -105,9 +98,6 @@ def run_child(w: str, variants: dict[str, dict[str, object]], rounds: int, timeo
         with log.open("a") as f:
             f.write(f"===== {w} {list(variants)}: {end}\n{err[-3000:]}\n")
     steps = [x for x in err.splitlines() if x.startswith("round ")]
-    picked = [x for x in err.splitlines() if x.startswith("auto: ")]
-    if picked:
-        print(f"{w}: {picked[0]}")
     if end != "exit 0":
         end += f" during {steps[-1] if steps else 'capture'}"
     return [json.loads(x[2:]) for x in out.splitlines() if x.startswith("@@")], end
@@ -139,7 +129,7 @@ def report(w: str, rows: list[dict[str, object]], names: list[str]) -> dict[str,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workloads", default="chain,forkjoin,transformer_block,train_step,moe_layer,gpt2_decode,resnet50")
-    ap.add_argument("--variants", default="default,auto", help=f"comma-separated, or 'all': {', '.join(VARIANTS)}")
+    ap.add_argument("--variants", default="default", help=f"comma-separated, or 'all': {', '.join(VARIANTS)}")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per workload process")
     ap.add_argument("--log", type=Path, default=None, help="append the children's stderr here")

@@ -385,28 +385,6 @@ def _parse(doc: Any, source: str) -> GraphData:
     return GraphData(exec_graph_id=exec_id, nodes=tuple(nodes), meta=meta, source=source)
 
 
-def is_total_order(nodes: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether an export's nodes (``get_graph_data()``'s ``nodes``, as dicts) form one chain: every
-    pair of nodes is ordered by the graph (its topological order is unique), so nothing in it may
-    run concurrently. A capture on one stream gives such a graph. Kahn's algorithm: the order is
-    unique when exactly one node is ready at every step (and every node is reached: no cycle)."""
-    n = len(nodes)
-    indeg = [len(nd.get("dependencies") or ()) for nd in nodes]
-    ready = [i for i in range(n) if indeg[i] == 0]
-    seen = 0
-    while ready:
-        if len(ready) > 1:
-            return False
-        i = ready.pop()
-        seen += 1
-        for j in nodes[i].get("dependents") or ():
-            if 0 <= j < n:
-                indeg[j] -= 1
-                if indeg[j] == 0:
-                    ready.append(j)
-    return seen == n
-
-
 def from_edges(
     n: int,
     edges: Sequence[tuple[int, int]],

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cgtool.artifacts.chrome import TRACE_SCHEMA_VERSION, build_trace
-from cgtool.artifacts.graph import is_total_order
 from cgtool.artifacts.jsonio import load_json, write_json
 from cgtool.capture._deps import optional_cupti, require_cuda
 from cgtool.capture.child import child_main, raise_error, run_child
@@ -53,27 +52,6 @@ class TraceSummary:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__})
 
 
-class KernelRecords(str, Enum):
-    """Which CUPTI kernel records a trace takes (``cgtool trace --kernel-records``)."""
-
-    AUTO = "auto"  # serial when every graph traced is one chain, else concurrent
-    CONCURRENT = "concurrent"  # CONCURRENT_KERNEL: kernels keep running concurrently while traced
-    SERIAL = "serial"  # KERNEL: CUPTI serialises kernels; lighter (H100: the 400 x 1 µs chain 1.03x vs 1.12-1.44x)
-
-
-def kernel_records_for(requested: KernelRecords, graphs: Sequence[dict[str, Any]]) -> tuple[KernelRecords, str]:
-    """(the records to take, why). ``auto`` takes the lighter serial records only when they cannot
-    hide concurrency: every graph is one chain (``is_total_order``: a capture on one stream), so no
-    two of its kernels may overlap anyway. With concurrent branches, serial records would make the
-    tracer itself serialise them, and ``deps`` would report what the tracer did as fake dependencies."""
-    if requested is not KernelRecords.AUTO:
-        return requested, "asked for (--kernel-records)"
-    if graphs and all(is_total_order(g.get("nodes") or []) for g in graphs):
-        return KernelRecords.SERIAL, ("every graph is one chain (nothing in it may run concurrently), so CUPTI's "
-                                      "lighter serial kernel records lose nothing")
-    return KernelRecords.CONCURRENT, "a graph has branches that may run concurrently: concurrent kernel records"
-
-
 #: Untraced replays timed before tracing, to measure what the tracer adds (at least this many).
 UNTRACED_TIMED = 10
 
@@ -106,22 +84,15 @@ def tracer_overhead(untraced_us: Sequence[float], traced_us: Sequence[float], it
     }
 
 
-def trace_captured(cap: Captured, *, replays: int = 5, warmup: int = 3, options: CuptiOptions | None = None,
-                   kernel_records: KernelRecords = KernelRecords.AUTO) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def trace_captured(cap: Captured, *, replays: int = 5, warmup: int = 3,
+                   options: CuptiOptions | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(chrome trace, raw records) of ``replays`` replays of ``cap``, after ``warmup`` untraced ones.
 
     The untraced replays that follow the warm-up are timed too, as the traced ones are, and the
     difference goes into the trace (``cgtool.tracer_overhead``): ``deps`` sets it beside the gaps
-    it classifies. ``kernel_records`` picks CUPTI's kernel record kind (:func:`kernel_records_for`;
-    ``options``, when given, decides instead)."""
+    it classifies."""
     torch = require_cuda("Tracing")
     exports = cap.exports()
-    if options is None:
-        kind, why = kernel_records_for(kernel_records, [d for _, d in exports])
-        options = CuptiOptions(kernel_kind="kernel" if kind is KernelRecords.SERIAL else "concurrent")
-    else:
-        kind, why = (KernelRecords.SERIAL if options.kernel_kind == "kernel" else KernelRecords.CONCURRENT,
-                     f"CUPTI options {options.label()}")
     for _ in range(warmup):
         cap.replay()
     torch.cuda.synchronize()
@@ -143,7 +114,6 @@ def trace_captured(cap: Captured, *, replays: int = 5, warmup: int = 3, options:
         "dropped_records": col.dropped,
         "collector": "cupti",
         "tracer_overhead": tracer_overhead(untraced, traced, gpu_items, replays),
-        "kernel_records": {"kind": kind.value, "why": why},
         "CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
         "environment": exports[0][1]["cgtool"]["environment"] if exports else {},
         "unknown_graph_ids": sorted(seen - graph_ids),
@@ -175,7 +145,7 @@ def trace_workload(
 
 def record_trace(target: str, args: Sequence[str], output: str, *, replays: int = 5, warmup: int = 3,
                  profiler: Profiler = Profiler.CUPTI, max_connections: int | None = None,
-                 force: bool = False, kernel_records: KernelRecords = KernelRecords.AUTO) -> TraceSummary:
+                 force: bool = False) -> TraceSummary:
     """Capture ``target``, trace ``replays`` replays and write the chrome trace to ``output``.
 
     With ``max_connections`` the work runs in a child process started with
@@ -186,7 +156,7 @@ def record_trace(target: str, args: Sequence[str], output: str, *, replays: int 
         env = {**os.environ, "CUDA_DEVICE_MAX_CONNECTIONS": str(max_connections)}
         res = run_child("cgtool.capture.tracing", {
             "target": target, "args": list(args), "output": output, "replays": replays, "warmup": warmup,
-            "profiler": profiler.value, "force": force, "kernel_records": kernel_records.value}, env=env, quiet=False)
+            "profiler": profiler.value, "force": force}, env=env, quiet=False)
         raise_error(res)
         return TraceSummary.from_json(res)
     tgt = parse_target(target)
@@ -210,7 +180,7 @@ def record_trace(target: str, args: Sequence[str], output: str, *, replays: int 
         return TraceSummary(output, Profiler.TORCH.value, len(kernels), len(graphs),
                             [g["exec_graph_id"] for g in graphs], [], 0,
                             any("graph node id" in (e.get("args") or {}) for e in kernels), rank)
-    doc, recs = trace_captured(cap, replays=replays, warmup=warmup, kernel_records=kernel_records)
+    doc, recs = trace_captured(cap, replays=replays, warmup=warmup)
     write_json(output, doc, force=force, indent=False)
     gpu = [r for r in recs if r["kind"] != "launch"]
     return TraceSummary(output, Profiler.CUPTI.value, len(gpu), len(graphs), [g["exec_graph_id"] for g in graphs],
@@ -219,9 +189,8 @@ def record_trace(target: str, args: Sequence[str], output: str, *, replays: int 
 
 def _child_request(request: dict[str, Any]) -> dict[str, Any]:
     profiler = Profiler(request.pop("profiler"))
-    records = KernelRecords(request.pop("kernel_records", "auto"))
     return record_trace(request.pop("target"), request.pop("args"), request.pop("output"),
-                        profiler=profiler, kernel_records=records, **request).to_json()
+                        profiler=profiler, **request).to_json()
 
 
 def torch_profiler_trace(cap: Captured, path: str, *, replays: int = 5, warmup: int = 3) -> None:

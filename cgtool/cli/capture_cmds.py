@@ -99,7 +99,6 @@ def trace(
     warmup: Warmup = 3,
     max_connections: Annotated[Optional[int], typer.Option(min=1, max=32, help="Run with CUDA_DEVICE_MAX_CONNECTIONS=N (in a child process, set before CUDA starts).")] = None,
     profiler: Annotated[str, typer.Option(help="cupti (cupti-python: node ids and channels) or torch (torch.profiler: no channels).")] = "cupti",
-    kernel_records: Annotated[str, typer.Option(help="CUPTI's kernel records: serial (lighter; CUPTI runs kernels one at a time), concurrent, or auto: serial when every graph is one chain, where nothing can overlap anyway.")] = "auto",
     force: Force = False,
     nproc_per_node: Nproc = None,
 ) -> None:
@@ -107,20 +106,17 @@ def trace(
 
     Under torchrun each rank writes its own file (trace.rank<k>.json.gz); `cgtool deps DIR` reads them all."""
     from cgtool.capture import dist
-    from cgtool.capture.tracing import KernelRecords, Profiler, record_trace
+    from cgtool.capture.tracing import Profiler, record_trace
     from cgtool.errors import UsageError
     from cgtool.report.tables import rank_table, show, trace_line
 
     relaunch_under_torchrun(nproc_per_node)
     if profiler not in {p.value for p in Profiler}:
         raise UsageError(f"--profiler takes cupti or torch, not {profiler!r}.")
-    if kernel_records not in {k.value for k in KernelRecords}:
-        raise UsageError(f"--kernel-records takes auto, concurrent or serial, not {kernel_records!r}.")
     output = dist.rank_path(output)
     output_path(output, force)
     s = record_trace(target, list(ctx.args), str(output), replays=replays, warmup=warmup,
-                     profiler=Profiler(profiler), max_connections=max_connections, force=force,
-                     kernel_records=KernelRecords(kernel_records))
+                     profiler=Profiler(profiler), max_connections=max_connections, force=force)
     if dist.distributed():
         every = dist.gather(s.to_json())
         if every is not None:
