@@ -348,12 +348,22 @@ static PyObject *module_of_iframe(IFrame *f, PyCodeObject *code) {
 #define PACK_FRAME 16
 static Table g_kept; /* object address -> 1: one reference held for every object a packed info names */
 
+/* Objects known to be in g_kept, by address, direct-mapped: a node's frames are mostly the code
+ * objects of the node before, so the table (a lock and a probe) is asked only on a miss. Called
+ * with the GIL held. */
+#define KEPT_CACHE 4096
+static PyObject *g_kept_cache[KEPT_CACHE];
+
 static inline PyObject *kept(PyObject *o) {
+    if (!o) return o;
+    size_t slot = ((uintptr_t)o >> 4) & (KEPT_CACHE - 1);
+    if (g_kept_cache[slot] == o) return o;
     uint64_t k = (uint64_t)(uintptr_t)o;
-    if (o && !t_get(&g_kept, k)) {
+    if (!t_get(&g_kept, k)) {
         Py_INCREF(o);
         t_add(&g_kept, k, 1);
     }
+    g_kept_cache[slot] = o;
     return o;
 }
 
