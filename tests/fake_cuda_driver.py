@@ -42,7 +42,7 @@ class FakeGraph:
     calls: dict[str, int] = field(default_factory=dict)
 
 
-def make_graph(n: int, seed: int = 0, *, memsets: float = 0.1, funcs: int = 3) -> FakeGraph:
+def make_graph(n: int, seed: int = 0, *, memsets: float = 0.1, funcs: int = 3, fan_in: tuple[int, ...] = (0, 1, 1, 2)) -> FakeGraph:
     rng = random.Random(seed)
     handles = rng.sample(range(0x7F00_0000_0000, 0x7F00_0000_0000 + 64 * (n + 10), 16), n)
     fn = [0x5500_0000_1000 + 0x40 * k for k in range(funcs)]
@@ -52,7 +52,7 @@ def make_graph(n: int, seed: int = 0, *, memsets: float = 0.1, funcs: int = 3) -
     order = list(range(n))
     edges = []
     for b in range(1, n):
-        for a in rng.sample(order[:b], min(b, rng.choice((0, 1, 1, 2)))):
+        for a in rng.sample(order[:b], min(b, rng.choice(fan_in))):
             edges.append((handles[a], handles[b]))
     rng.shuffle(edges)
     return FakeGraph(

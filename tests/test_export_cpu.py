@@ -121,8 +121,9 @@ def _raw_fields(raw):
     }
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 40, 1000])
-def test_compiled_read_equals_the_column_by_column_read(monkeypatch, n):
+@pytest.mark.parametrize("n,fan_in", [(0, (1,)), (1, (1,)), (2, (1,)), (40, (0, 1, 1, 2)), (1000, (0, 1, 1, 2)),
+                                      (60, (5, 6))])
+def test_compiled_read_equals_the_column_by_column_read(monkeypatch, n, fan_in):
     """export.read_graph through the compiled helper's one call (``_nodecb.read_graph``) and through
     the ctypes columns (impl="map"), over one stand-in driver: the same RawGraph, the same export
     document, and the stand-in's own graph in it (ids, names, kernels, edges)."""
@@ -134,10 +135,12 @@ def test_compiled_read_equals_the_column_by_column_read(monkeypatch, n):
 
     if _fastcuda._batch() is None:
         pytest.skip("the compiled helper is not built here")
-    g = fake.make_graph(n, seed=n)
+    g = fake.make_graph(n, seed=n, fan_in=fan_in)
     drv = fake.FakeDriver(g)
     fake.install(monkeypatch, drv)
     compiled = export.read_graph(drv.graph_handle, drv.exec_handle)
+    # the edges in one driver call when they fit the first buffer (2n + 64); else counted and fetched again
+    assert g.calls["edges"] == (1 if len(g.edges) < 2 * n + 64 else 3), (len(g.edges), g.calls)
     by_map = export.read_graph(drv.graph_handle, drv.exec_handle, impl="map")
     assert _raw_fields(compiled) == _raw_fields(by_map)
     a = export.build(compiled, with_environment=False).data
