@@ -707,24 +707,25 @@ class Recorder:
         # module, op and range, which the callback keeps alive); a tuple's key is built from the same.
         key: Any = None
         if isinstance(info, bytes):
-            key, info = info, None
+            key = info
+            hit = self._site_cache.get(key)
+            if hit is not None:
+                return hit[1]
+            unpacked: _NodeInfo = self._nodecb.unpack(info)
         else:
+            unpacked = info
             node, fallback = info
             if fallback is None:
                 codes, lastis, module, module_index, op, rf = node
                 key = (tuple(map(id, codes)), tuple(lastis), id(module), module_index, op, rf)
-        if key is not None:
-            hit = self._site_cache.get(key)
-            if hit is not None:
-                return hit[1]
-        if info is None:
-            info = self._nodecb.unpack(key)
-        node, fallback = info
-        site = attribution.resolve_node(node, fallback).to_json()
+                hit = self._site_cache.get(key)
+                if hit is not None:
+                    return hit[1]
+        site = attribution.resolve_node(unpacked[0], unpacked[1]).to_json()
         if key is not None:
             if len(self._site_cache) > 50_000:
                 self._site_cache.clear()
-            self._site_cache[key] = (info, site)  # the info keeps the code objects, so their ids stay theirs
+            self._site_cache[key] = (unpacked, site)  # the info keeps the code objects, so their ids stay theirs
         return site
 
     def _write_graph(self, rec: GraphRecord, raw: Any, handles: list[int], infos: dict[int, _NodeInfo | bytes],
