@@ -139,8 +139,6 @@ def test_compiled_read_equals_the_column_by_column_read(monkeypatch, n, fan_in):
     drv = fake.FakeDriver(g)
     fake.install(monkeypatch, drv)
     compiled = export.read_graph(drv.graph_handle, drv.exec_handle)
-    # the edges in one driver call when they fit the first buffer (2n + 64); else counted and fetched again
-    assert g.calls["edges"] == (1 if len(g.edges) < 2 * n + 64 else 3), (len(g.edges), g.calls)
     by_map = export.read_graph(drv.graph_handle, drv.exec_handle, impl="map")
     assert _raw_fields(compiled) == _raw_fields(by_map)
     a = export.build(compiled, with_environment=False).data

@@ -974,7 +974,7 @@ static PyObject *read_graph(PyObject *mod, PyObject *args) {
     PyObject *handles = NULL, *frm = NULL, *to = NULL, *params = NULL, *refused = NULL, *funcs = NULL, *ids = NULL;
     PyObject *result = NULL;
     uint64_t *nodes = NULL;
-    size_t n = 0;
+    size_t n = 0, m = 0;
     int rc = get_nodes(g, NULL, &n);
     if (rc) { PyErr_Format(PyExc_OSError, "cuGraphGetNodes returned %d", rc); goto done; }
     if (n) {
@@ -993,32 +993,26 @@ static PyObject *read_graph(PyObject *mod, PyObject *args) {
         PyList_SET_ITEM(handles, (Py_ssize_t)i, h);
     }
 
-    /* Edges: None when the entry point is missing or refuses (the caller asks cuda.bindings then).
-     * One driver call where a guess holds: cuGraphGetEdges walks the whole graph for a count as for
-     * a fetch (and grows faster than the graph: 9-10 ms of the 14 ms of a 10,000-node graph's
-     * nodes and edges on the H100 machine), so a buffer for 2n + 64 edges is offered first; only
-     * when it comes back full are the edges counted and fetched again. */
-    if (get_edges) {
-        size_t cap = 2 * n + 64;
-        for (int attempt = 0; attempt < 2; attempt++) {
-            uint64_t *fb = PyMem_Malloc(cap * 8), *tb = PyMem_Malloc(cap * 8);
-            void *data = PyMem_Calloc(cap, EDGE_DATA_BYTES);
-            if (!fb || !tb || !data) { PyMem_Free(fb); PyMem_Free(tb); PyMem_Free(data); PyErr_NoMemory(); goto done; }
-            size_t got = cap;
-            rc = get_edges(g, fb, tb, data, &got);
-            size_t total = got;
-            if (rc == 0 && got >= cap && attempt == 0 && get_edges(g, NULL, NULL, NULL, &total) != 0) rc = -1;
-            if (rc == 0 && (got < cap || total <= got || attempt == 1)) {
-                if (got > cap) got = cap;
-                frm = PyBytes_FromStringAndSize((const char *)fb, (Py_ssize_t)(got * 8));
-                to = PyBytes_FromStringAndSize((const char *)tb, (Py_ssize_t)(got * 8));
+    /* Edges: None when the entry point is missing or refuses (the caller asks cuda.bindings then). */
+    if (get_edges && get_edges(g, NULL, NULL, NULL, &m) == 0) {
+        frm = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(m * 8));
+        to = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(m * 8));
+        if (!frm || !to) goto done;
+        if (m) {
+            void *data = PyMem_Calloc(m, EDGE_DATA_BYTES);
+            if (!data) { PyErr_NoMemory(); goto done; }
+            size_t got = m;
+            rc = get_edges(g, (uint64_t *)PyBytes_AS_STRING(frm), (uint64_t *)PyBytes_AS_STRING(to), data, &got);
+            PyMem_Free(data);
+            if (rc) { Py_CLEAR(frm); Py_CLEAR(to); }
+            else if (got < m) { /* fewer edges than counted: the first `got` */
+                PyObject *f2 = PyBytes_FromStringAndSize(PyBytes_AS_STRING(frm), (Py_ssize_t)(got * 8));
+                PyObject *t2 = PyBytes_FromStringAndSize(PyBytes_AS_STRING(to), (Py_ssize_t)(got * 8));
+                Py_SETREF(frm, f2);
+                Py_SETREF(to, t2);
+                if (!frm || !to) goto done;
             }
-            PyMem_Free(fb); PyMem_Free(tb); PyMem_Free(data);
-            if (rc != 0 || frm || PyErr_Occurred()) break;
-            cap = total; /* the buffer came back full and there are more: fetch them all */
         }
-        if (PyErr_Occurred()) goto done;
-        if ((frm == NULL) != (to == NULL)) { Py_CLEAR(frm); Py_CLEAR(to); }
     }
     if (!frm) { frm = Py_None; Py_INCREF(frm); Py_XDECREF(to); to = Py_None; Py_INCREF(to); }
 
