@@ -73,6 +73,9 @@ class Driver:
         self.func_name.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p]
         for f in (self.get_nodes, self.get_type, self.kparams, self.func_name):
             f.restype = ctypes.c_int
+        self.driver_version_fn = lib.cuDriverGetVersion
+        self.driver_version_fn.argtypes = [ctypes.POINTER(ctypes.c_int)]
+        self.driver_version_fn.restype = ctypes.c_int
         self.get_edges: Any = getattr(lib, "cuGraphGetEdges_v2", None)  # CUDA 12.3+
         if self.get_edges is not None:
             self.get_edges.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 3 + [ctypes.POINTER(ctypes.c_size_t)]
@@ -132,6 +135,11 @@ class Driver:
         if self.get_edges(graph, _address(frm), _address(to), ctypes.addressof(data_buf), ctypes.byref(n)) != 0:
             return None
         return frm[: n.value], to[: n.value]
+
+    def driver_version(self) -> int | None:
+        """``cuDriverGetVersion`` (13000 for CUDA 13.0): needs no context and loads no runtime."""
+        v = ctypes.c_int(0)
+        return int(v.value) if self.driver_version_fn(ctypes.byref(v)) == 0 else None
 
     def name(self, func: int) -> str | None:
         p = ctypes.c_char_p()

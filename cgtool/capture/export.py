@@ -77,6 +77,8 @@ def _node_type_names(rt: Any, drv: Any) -> dict[int, str]:
 def driver_has_tools_ids(rt: Any, node: Any) -> bool:
     """Whether ``cudaGraphNodeGetToolsId`` works on this driver (probed once per process)."""
     global _tools_id_probe
+    if _tools_id_probe is None and not driver_may_have_tools_ids():
+        _tools_id_probe = False
     if _tools_id_probe is None:
         fn = getattr(rt, "cudaGraphNodeGetToolsId", None)
         if fn is None:
@@ -85,6 +87,21 @@ def driver_has_tools_ids(rt: Any, node: Any) -> bool:
             err = fn(node)[0]
             _tools_id_probe = int(err) == 0
     return _tools_id_probe
+
+
+def driver_may_have_tools_ids() -> bool:
+    """False when libcuda's version says the driver predates the tools ids (CUDA 13.1): then the
+    probe above needs no call through cuda.bindings' runtime, whose first use in a process (its
+    own runtime initialisation) cost ~2 ms inside the first recorded graph's instantiation on the
+    GPU machine (benchmarks/bench_record.py, per graph). The recorder asks this before the program
+    captures anything (``Recorder._after_torch``)."""
+    global _tools_id_probe
+    fast = _fastcuda.load()
+    v = fast.driver_version() if fast is not None else None
+    if v is not None and v < 13010:
+        _tools_id_probe = False
+        return False
+    return True
 
 
 def id_source_available() -> str:

@@ -315,6 +315,11 @@ class Recorder:
             rt, drv = _deps.require_bindings("Graph export")
             export._node_type_names(rt, drv)
             _fastcuda.load()
+            export.driver_may_have_tools_ids()  # the ids' source, known before the first graph
+            # cuda.bindings loads the runtime's entry points at their first use: the first graph's
+            # environment block asks for two versions, so they are asked here (no context needed)
+            rt.cudaRuntimeGetVersion()
+            rt.cudaDriverGetVersion()
             demangle("_Z1fv")
             nodecb = _subscriber.compiled_callback() if self.subscriber == "c" else None
             if nodecb is not None:
