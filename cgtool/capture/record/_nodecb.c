@@ -73,8 +73,9 @@ static inline uint64_t mix64(uint64_t x) {
 
 #define MAX_IDS 16
 static int g_rt_domain = -1, g_clone_cbid = -1, g_graph_del_cbid = -1;
-/* Callbacks handled here, for the recorder's callback_stats: graph destructions, instantiations. */
-static unsigned long long g_del_calls, g_del_ns, g_inst_calls, g_inst_ns;
+/* Callbacks handled here besides node creations, for the recorder's callback_stats: calls and ns
+ * inside per (domain, cbid) (declared with the tables below). */
+static void count_cb(int domain, uint32_t cbid, unsigned long long ns);
 static Py_ssize_t g_off_site = 0;
 static uint32_t g_inst_ids[MAX_IDS], g_enter_only[MAX_IDS], g_exit_only[MAX_IDS];
 static int g_n_inst, g_n_enter_only, g_n_exit_only;
@@ -110,7 +111,7 @@ static uint32_t g_rt_malloc = UINT32_MAX, g_rt_free = UINT32_MAX, g_drv_create =
 static uint32_t g_launch_ids[MAX_IDS];
 static int g_n_launch;
 static Py_ssize_t g_off_params = 16, g_off_ret = 24;
-static unsigned long long g_launch_calls, g_alloc_calls;
+static Table g_ccalls, g_cns; /* (domain << 32 | cbid) -> calls, ns inside */
 #define HANDLE_TAG (1ULL << 63) /* cuMemCreate handles beside device pointers in one table */
 
 static inline void t_lock(Table *t) { while (__atomic_test_and_set(&t->lock, __ATOMIC_ACQUIRE)) {} }
@@ -160,6 +161,12 @@ static int64_t t_add(Table *t, uint64_t k, int64_t delta) {
     return out;
 }
 
+static void count_cb(int domain, uint32_t cbid, unsigned long long ns) {
+    uint64_t k = ((uint64_t)(uint32_t)domain << 32) | cbid;
+    t_add(&g_ccalls, k, 1);
+    if (ns) t_add(&g_cns, k, (int64_t)ns);
+}
+
 /* Remove k; its value (0 when absent). */
 static int64_t t_take(Table *t, uint64_t k) {
     int64_t out = 0;
@@ -195,7 +202,6 @@ static void account(int driver, uint32_t cbid, const void *cbdata) {
     const char *params = read_ptr(cbdata, g_off_params);
     const int *ret = read_ptr(cbdata, g_off_ret);
     if (!params || !ret || *ret != 0) return;
-    __atomic_add_fetch(&g_alloc_calls, 1, __ATOMIC_RELAXED);
     if (!driver && cbid == g_rt_malloc) {
         void **where = read_ptr(params, 0);
         size_t size;
@@ -595,7 +601,7 @@ static void callback(void *userdata, int domain, uint32_t cbid, const void *cbda
         if (cbid == g_drv_create || cbid == g_drv_release) {
             int site;
             memcpy(&site, (const char *)cbdata + g_off_site, sizeof site);
-            if (site != 0) account(1, cbid, cbdata);
+            if (site != 0) { account(1, cbid, cbdata); count_cb(domain, cbid, 0); }
             return;
         }
         if (g_count_launches && has_id(g_launch_ids, g_n_launch, cbid)) {
@@ -605,7 +611,7 @@ static void callback(void *userdata, int domain, uint32_t cbid, const void *cbda
             if (site == 0 && params) {
                 void *exec = read_ptr(params, 0); /* cuGraphLaunch(hGraphExec, hStream) */
                 if (exec) t_add(&g_launches, (uint64_t)(uintptr_t)exec, 1);
-                __atomic_add_fetch(&g_launch_calls, 1, __ATOMIC_RELAXED);
+                count_cb(domain, cbid, 0);
             }
             return;
         }
@@ -614,14 +620,13 @@ static void callback(void *userdata, int domain, uint32_t cbid, const void *cbda
         int site;
         memcpy(&site, (const char *)cbdata + g_off_site, sizeof site);
         if (cbid == g_rt_malloc || cbid == g_rt_free) {
-            if (site != 0) account(0, cbid, cbdata);
+            if (site != 0) { account(0, cbid, cbdata); count_cb(domain, cbid, 0); }
             return;
         }
         if (has_id(g_inst_ids, g_n_inst, cbid)) {
             unsigned long long t0 = now_ns();
             instantiation(site);
-            __atomic_add_fetch(&g_inst_calls, 1, __ATOMIC_RELAXED);
-            __atomic_add_fetch(&g_inst_ns, now_ns() - t0, __ATOMIC_RELAXED);
+            count_cb(domain, cbid, now_ns() - t0);
             return;
         }
         if (site == 0 ? has_id(g_exit_only, g_n_exit_only, cbid) : has_id(g_enter_only, g_n_enter_only, cbid))
@@ -648,8 +653,7 @@ static void callback(void *userdata, int domain, uint32_t cbid, const void *cbda
             unsigned long long t0 = now_ns();
             void *desc = read_ptr(cbdata, g_off_desc);
             if (desc) drop_graph(read_ptr(desc, g_off_graph));
-            g_del_calls++;
-            g_del_ns += now_ns() - t0;
+            count_cb(domain, cbid, now_ns() - t0);
         } else {
             forward_to_python(domain, cbid, cbdata);
         }
@@ -716,14 +720,14 @@ static PyObject *configure(PyObject *mod, PyObject *args, PyObject *kw) {
     t_clear(&g_allocs);
     t_clear(&g_launches);
     g_alloc_total = 0;
-    g_launch_calls = g_alloc_calls = 0;
+    t_clear(&g_ccalls);
+    t_clear(&g_cns);
     if (read_ids(inst, g_inst_ids, &g_n_inst, "instantiate") < 0 ||
         read_ids(enter_only, g_enter_only, &g_n_enter_only, "enter_only") < 0 ||
         read_ids(exit_only, g_exit_only, &g_n_exit_only, "exit_only") < 0)
         return NULL;
     g_clone_cbid = clone;
     g_graph_del_cbid = gdel;
-    g_del_calls = g_del_ns = g_inst_calls = g_inst_ns = 0;
     g_rt_domain = rt;
     g_off_site = osite;
     g_instantiating = 0;
@@ -835,33 +839,35 @@ static PyObject *launch_counts(PyObject *mod, PyObject *unused) {
     return d;
 }
 
-/* ((domain, cbid) -> (calls, ns inside)) of the other callbacks handled here (graph destruction;
- * instantiations under the runtime domain's first instantiate id, all of them together; launches
- * under the first launch id and allocations under cudaMalloc's, calls only). */
+/* ((domain, cbid) -> (calls, ns inside)) of the other callbacks handled here: graph destructions and
+ * instantiations (timed), launches and allocation exits (counted only: the time inside is a table
+ * update, and a clock read would cost as much). */
 static PyObject *handled_stats(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
     PyObject *d = PyDict_New();
     if (!d) return NULL;
-    if (g_del_calls) {
-        PyObject *k = Py_BuildValue("(ii)", g_res_domain, g_graph_del_cbid), *v = Py_BuildValue("(KK)", g_del_calls, g_del_ns);
-        if (!k || !v || PyDict_SetItem(d, k, v) < 0) { Py_XDECREF(k); Py_XDECREF(v); Py_DECREF(d); return NULL; }
+    Table *t = &g_ccalls;
+    t_lock(t);
+    size_t cap = t->cap;
+    uint64_t *keys = cap ? PyMem_Malloc(cap * sizeof *keys) : NULL;
+    int64_t *calls = cap ? PyMem_Malloc(cap * sizeof *calls) : NULL;
+    size_t m = 0;
+    if (cap && keys && calls)
+        for (size_t i = 0; i < cap; i++)
+            if (t->state[i] == 1) { keys[m] = t->keys[i]; calls[m] = t->vals[i]; m++; }
+    t_unlock(t);
+    if (cap && (!keys || !calls)) { PyMem_Free(keys); PyMem_Free(calls); Py_DECREF(d); return PyErr_NoMemory(); }
+    for (size_t i = 0; i < m; i++) {
+        PyObject *k = Py_BuildValue("(iI)", (int)(keys[i] >> 32), (unsigned int)(keys[i] & 0xFFFFFFFFu));
+        PyObject *v = Py_BuildValue("(LL)", (long long)calls[i], (long long)t_get(&g_cns, keys[i]));
+        if (!k || !v || PyDict_SetItem(d, k, v) < 0) {
+            Py_XDECREF(k); Py_XDECREF(v); Py_DECREF(d); PyMem_Free(keys); PyMem_Free(calls);
+            return NULL;
+        }
         Py_DECREF(k); Py_DECREF(v);
     }
-    if (g_inst_calls && g_n_inst) {
-        PyObject *k = Py_BuildValue("(iI)", g_rt_domain, g_inst_ids[0]), *v = Py_BuildValue("(KK)", g_inst_calls, g_inst_ns);
-        if (!k || !v || PyDict_SetItem(d, k, v) < 0) { Py_XDECREF(k); Py_XDECREF(v); Py_DECREF(d); return NULL; }
-        Py_DECREF(k); Py_DECREF(v);
-    }
-    if (g_launch_calls && g_n_launch) {
-        PyObject *k = Py_BuildValue("(iI)", g_drv_domain, g_launch_ids[0]), *v = Py_BuildValue("(KK)", g_launch_calls, 0ULL);
-        if (!k || !v || PyDict_SetItem(d, k, v) < 0) { Py_XDECREF(k); Py_XDECREF(v); Py_DECREF(d); return NULL; }
-        Py_DECREF(k); Py_DECREF(v);
-    }
-    if (g_alloc_calls) {
-        PyObject *k = Py_BuildValue("(iI)", g_rt_domain, g_rt_malloc), *v = Py_BuildValue("(KK)", g_alloc_calls, 0ULL);
-        if (!k || !v || PyDict_SetItem(d, k, v) < 0) { Py_XDECREF(k); Py_XDECREF(v); Py_DECREF(d); return NULL; }
-        Py_DECREF(k); Py_DECREF(v);
-    }
+    PyMem_Free(keys);
+    PyMem_Free(calls);
     return d;
 }
 
