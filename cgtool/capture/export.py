@@ -10,13 +10,15 @@ Where the tools ids come from (recorded in the export as ``cgtool.id_source``):
   same packing, ``(exec_id << 32) | local_id``, then joins an export to a CUPTI trace exactly.
 
 How it is fast (``benchmarks/bench_export.py`` measures it against the bare cudaGraphGetNodes +
-cudaGraphGetEdges calls, at 1k, 10k and 100k nodes): the nodes and edges come in one call each;
-each per-node driver or CUPTI call is made for every node by a C-level ``map()`` (kernel parameters
-straight into one array of structs, read by numpy), with the node type asked only of nodes that are
-not kernels; kernel names are looked up, and demangled, once per distinct function; the edges are
-grouped per node by numpy; the node dicts are built in one comprehension, with the cyclic garbage
-collector paused meanwhile. The result is the same JSON as before these changes
-(``benchmarks/export_reference.py`` keeps the old export as the oracle of that check).
+cudaGraphGetEdges calls, at 1k, 10k and 100k nodes): where the compiled helper
+(``capture/record/_nodecb.c``) is built, one C call reads the nodes, the edges, every node's
+kernel parameters (straight into one array of structs, read by numpy), each distinct function's
+name and CUPTI's node ids; else each per-node call is made for every node by a C-level ``map()``.
+Only nodes that are not kernels are asked their type; names are demangled once per function; the
+per-node lists of dependencies and dependents and the node dicts are built in C too (in Python
+where the helper is missing), with the cyclic garbage collector paused meanwhile. The result is
+the same JSON as before these changes (``benchmarks/export_reference.py`` keeps the old export as
+the oracle of that check, ``tests/test_export_cpu.py`` runs both reads over a stand-in driver).
 """
 
 from __future__ import annotations
