@@ -110,6 +110,7 @@ def install(f: FakeCupti, setattr: Any) -> None:
                 "cgtool": {"timings": {"export_s": 0.0}, "nodes": [{} for _ in handles], "environment": {}}}
 
     setattr(ex, "graph_data", graph_data)
+    setattr(ex, "read_quick", lambda graph, exec_, **kw: None)
     setattr(ex, "read_graph", lambda graph, exec_, **kw: types.SimpleNamespace(
         handles=list(graphs[graph]), exec_id=exec_ // 1000, args=(graph, exec_)))
     setattr(ex, "build", lambda raw, **kw: ex.Export(graph_data(*raw.args), {}))

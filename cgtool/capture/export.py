@@ -242,50 +242,109 @@ class RawGraph:
     t0: float  # perf_counter at the start of the read
 
 
+@dataclass(frozen=True, slots=True)
+class QuickRead:
+    """What the compiled read takes from a live graph: ``_nodecb.read_graph``'s result (handles,
+    edges, kernel parameters, function names, CUPTI's node ids), the exec graph id and the types
+    of the nodes that are not kernels. :func:`complete` makes the :class:`RawGraph` of it without a
+    CUDA call, so the recorder reads in its CUDA callback and completes in its writer thread."""
+
+    c: tuple[Any, ...]
+    exec_id: int
+    types: dict[int, int]  # node index -> type, for the nodes refusing the kernel-parameters call
+    t0: float
+
+    @property
+    def handles(self) -> list[int]:
+        handles: list[int] = self.c[0]
+        return handles
+
+
+_KP_SIZE = ctypes.sizeof(_fastcuda.KernelParamsV2)
+
+
+def read_quick(raw_graph: int, raw_exec: int, *, cupti: Any = None) -> QuickRead | None:
+    """The compiled read: one C call and the exec graph id, nothing else in Python. None where it
+    does not apply, and :func:`read_graph`'s general path reads instead: no compiled helper or
+    libcuda entry points, a driver that gives tools ids itself (13.1+), edges ctypes cannot read, or
+    a node that needs cuda.bindings (a kernel refusing the ctypes call, a child graph)."""
+    t0 = time.perf_counter()
+    batch, fast = _fastcuda._batch(), _fastcuda.load()
+    if batch is None or fast is None:
+        return None
+    if _tools_id_probe is None:
+        driver_may_have_tools_ids()
+    if _tools_id_probe is not False:  # the driver's ids (13.1+), or not known yet: the general path
+        return None
+    ids = cupti if cupti is not None else _compiled_ids()
+    addr = int(getattr(ids, "_node_addr", 0) or 0)
+    if not addr:
+        return None
+    c = batch.read_graph(fast.entry_points() + (addr,), raw_graph, _KP_SIZE)
+    if c[1] is None:
+        return None
+    types: dict[int, int] = {}
+    if c[4]:
+        names = _NODE_TYPE_NAMES or _node_type_names(*require_bindings("Graph export"))
+        ctype = ctypes.c_int()
+        at = ctypes.addressof(ctype)
+        handles = c[0]
+        for i in c[4]:
+            fast.get_type(handles[i], at)
+            t = ctype.value
+            if names.get(t) in ("kernel", "child_graph"):
+                return None
+            types[i] = t
+    return QuickRead(c, int(ids.get_graph_exec_id(raw_exec)), types, t0)
+
+
+def complete(q: QuickRead) -> RawGraph:
+    """The :class:`RawGraph` of a :func:`read_quick`: no CUDA call."""
+    handles, frm_b, to_b, params, refused, func_names, c_ids = q.c
+    names = dict(_node_type_names(*require_bindings("Graph export")))
+    n = len(handles)
+    frm, to = (np.frombuffer(e, dtype=np.uint64) if len(e) else np.zeros(0, np.uint64) for e in (frm_b, to_b))
+    return RawGraph(exec_id=q.exec_id, source="cupti", handles=handles, frm=frm, to=to, params=params,
+                    refused=refused, other_types=dict(q.types), by_bindings={}, funcs_known={},
+                    func_names=func_names, ids=np.frombuffer(c_ids, dtype=np.uint64) if n else np.zeros(0, np.uint64),
+                    names=names, kernel_t=next((k for k, t in names.items() if t == "kernel"), -1), children={},
+                    t0=q.t0)
+
+
 def read_graph(raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_source: str = "auto",
                impl: str = "auto", cupti: Any = None) -> RawGraph:
     """Every driver and CUPTI call of an export of ``raw_graph`` (instantiated as ``raw_exec``).
 
-    Where the compiled helper is built, the nodes, edges, kernel parameters, function names and
-    CUPTI's node ids are read by one C call (``_nodecb.read_graph``); else column by column from
-    Python, each per-node call made for every node by a C-level ``map()``. Both give the same
-    :class:`RawGraph` (``tests/test_export_cpu.py`` runs both over one stand-in driver)."""
-    cupti_ids = cupti
+    Where the compiled helper is built and CUPTI gives the ids, the nodes, edges, kernel parameters,
+    function names and CUPTI's node ids are read by one C call (:func:`read_quick`, completed by
+    :func:`complete`); else column by column from Python, each per-node call made for every node
+    by a C-level ``map()`` (``impl="map"``). Both give the same :class:`RawGraph`
+    (``tests/test_export_cpu.py`` runs both over one stand-in driver)."""
     raw_graph, raw_exec = int(raw_graph), int(raw_exec)
+    if impl in ("auto", "ctypes") and id_source != "driver":
+        quick = read_quick(raw_graph, raw_exec, cupti=cupti)
+        if quick is not None:
+            return complete(quick)
+    cupti_ids = cupti
     rt, drv = require_bindings("Graph export")
     t0 = time.perf_counter()
     fast = _fastcuda.load() if impl != "bindings" else None
     if impl == "ctypes" and fast is None:
         raise CaptureError("The ctypes export path needs libcuda.so.1 with CUDA 12+ entry points.")
-    batch = _fastcuda._batch() if fast is not None and impl != "map" else None
     size = ctypes.sizeof(_fastcuda.KernelParamsV2)
-    nodes: list[Any] = []  # cuda.bindings objects, on the cuda.bindings path only
-    c_ids: Any = None  # CUPTI's node ids as read by the compiled helper
-    func_names: dict[int, str | None] | None = None  # function -> its name (None: look the names up below)
-    params: Any
-    if batch is not None and fast is not None:
-        # CUPTI's ids in the same C call unless the driver is known to give tools ids (13.1+).
-        node_addr = 0
-        if id_source == "cupti" or (id_source == "auto" and _tools_id_probe is not True):
-            if cupti_ids is None:
-                cupti_ids = _compiled_ids()
-            node_addr = int(getattr(cupti_ids, "_node_addr", 0) or 0)
-        handles, frm_b, to_b, params, refused, func_names, c_ids = batch.read_graph(
-            fast.entry_points() + (node_addr,), raw_graph, size)
-        edges = None if frm_b is None else (frm_b, to_b)
+    # cuda.bindings objects, on the cuda.bindings path only
+    nodes: list[Any] = [] if fast is not None else _get_nodes(rt, rt.cudaGraph_t(init_value=raw_graph))
+    handles = fast.nodes(raw_graph) if fast is not None else [int(n) for n in nodes]
+    edges = fast.edges(raw_graph) if fast is not None else None
+    # Kernel parameters straight into one array of structs, each driver call made for every
+    # node by a C-level map() (the loop's own bytecode cost as much as the calls): a kernel node
+    # answers cuGraphKernelNodeGetParams, any other node type refuses it
+    # (CUDA_ERROR_INVALID_VALUE), and only those nodes are asked their type.
+    params: Any = (_fastcuda.KernelParamsV2 * len(handles))()
+    if fast is not None and handles:
+        refused = fast.each(fast.kparams, handles, ctypes.addressof(params), size)
     else:
-        nodes = [] if fast is not None else _get_nodes(rt, rt.cudaGraph_t(init_value=raw_graph))
-        handles = fast.nodes(raw_graph) if fast is not None else [int(n) for n in nodes]
-        edges = fast.edges(raw_graph) if fast is not None else None
-        # Kernel parameters straight into one array of structs, each driver call made for every
-        # node by a C-level map() (the loop's own bytecode cost as much as the calls): a kernel node
-        # answers cuGraphKernelNodeGetParams, any other node type refuses it
-        # (CUDA_ERROR_INVALID_VALUE), and only those nodes are asked their type.
-        params = (_fastcuda.KernelParamsV2 * len(handles))()
-        if fast is not None and handles:
-            refused = fast.each(fast.kparams, handles, ctypes.addressof(params), size)
-        else:
-            refused = list(range(len(handles)))
+        refused = list(range(len(handles)))
 
     def node_obj(i: int) -> Any:
         return nodes[i] if nodes else rt.cudaGraphNode_t(init_value=handles[i])
@@ -346,19 +405,15 @@ def read_graph(raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_sour
         else:
             other_types[i] = ntype
 
-    if func_names is None:  # names: once per function (demangled in build)
-        col = np.frombuffer(memoryview(params), dtype=_KPARAMS_DTYPE) if n else np.zeros(0, _KPARAMS_DTYPE)
-        funcs = col["func"].tolist()
-        for i in refused:
-            funcs[i] = 0  # whatever a refusing call left in its slot is not a function
-        func_names = {f: (fast.name(f) if fast is not None else _func_name(drv, f))
-                      for f in set(funcs) if f not in funcs_known}
-    elif funcs_known:
-        func_names = {f: v for f, v in func_names.items() if f not in funcs_known}
+    # names: once per function (demangled in build)
+    col = np.frombuffer(memoryview(params), dtype=_KPARAMS_DTYPE) if n else np.zeros(0, _KPARAMS_DTYPE)
+    funcs = col["func"].tolist()
+    for i in refused:
+        funcs[i] = 0  # whatever a refusing call left in its slot is not a function
+    func_names = {f: (fast.name(f) if fast is not None else _func_name(drv, f))
+                  for f in set(funcs) if f not in funcs_known}
 
-    if node_id is not None and c_ids is not None:
-        ids = np.frombuffer(c_ids, dtype=np.uint64) if n else np.zeros(0, np.uint64)
-    elif node_id is not None:
+    if node_id is not None:
         batch_ids = getattr(cupti_ids, "graph_node_ids", None)
         if batch_ids is not None:
             ids = np.array(batch_ids(handles), dtype=np.uint64).reshape(n)
@@ -373,8 +428,10 @@ def read_graph(raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_sour
                     func_names=func_names, ids=ids, names=names, kernel_t=kernel_t, children=children, t0=t0)
 
 
-def build(raw: RawGraph, *, with_meta: bool = True, with_environment: bool = True) -> Export:
-    """The export document from what :func:`read_graph` read: no CUDA call."""
+def build(raw: RawGraph | QuickRead, *, with_meta: bool = True, with_environment: bool = True) -> Export:
+    """The export document from what :func:`read_graph` (or :func:`read_quick`) read: no CUDA call."""
+    if isinstance(raw, QuickRead):
+        raw = complete(raw)
     names, handles, n = raw.names, raw.handles, len(raw.handles)
     kernel_name = names.get(raw.kernel_t, "kernel")
     batch = _fastcuda._batch()  # the compiled helper, where it is built: adjacency and dicts in C

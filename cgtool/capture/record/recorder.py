@@ -571,7 +571,7 @@ class Recorder:
     # ------------------------------------------------------------ exec created
     def _exec_created(self, graph: int, exec_: int) -> None:
         """On the instantiating thread: what must be read while the template and the stack are alive."""
-        from cgtool.capture.export import read_graph
+        from cgtool.capture.export import read_graph, read_quick
 
         t_inst_end = time.perf_counter()
         tid = threading.get_ident()
@@ -585,9 +585,10 @@ class Recorder:
             except Exception:
                 pass
         ids = self._ids if isinstance(self._ids, _subscriber.Ids) else None
-        # Only the driver's answers here (the template dies when this returns); the document is
-        # built by the writer (export.build: no CUDA call).
-        raw = read_graph(graph, exec_, cupti=ids)
+        # Only the driver's answers here (the template dies when this returns): the compiled read
+        # and the exec id where it applies; the rest, and the document, in the writer (export.build
+        # makes no CUDA call).
+        raw = read_quick(graph, exec_, cupti=ids) or read_graph(graph, exec_, cupti=ids)
         handles = raw.handles
         t2 = time.perf_counter()
         infos = dict(self._nodes.get(graph, {}))
