@@ -50,7 +50,7 @@ from cgtool.errors import CaptureError, MissingExtraError
 RECORD_SCHEMA_VERSION = 1
 #: The writer holds a graph back until the program has not captured for this long (``_wait_quiet``);
 #: CGTOOL_RECORD_WRITER_QUIET_S overrides it, 0 writes at once.
-_QUIET_S = 0.05
+_QUIET_S = 0.25
 _MAX_DEFER_S = 2.0
 _LOW32 = 0xFFFFFFFF
 
@@ -649,8 +649,13 @@ class Recorder:
         program's next capture, running meanwhile, would wait for it (measured with
         ``benchmarks/probe_record_capture.py``). So the writer starts once no capture is in
         progress and none has ended for ``_QUIET_S`` — or ``_MAX_DEFER_S`` after the graph came,
-        so that a program capturing without pause still gets its files. A flush, the end of the run
-        and every exit path the guards catch (``install_exit_guards``) end the wait at once.
+        so that a program capturing without pause still gets its files — and waits again between
+        its steps when a capture has begun meanwhile. The quiet time is longer than the full
+        collection ``torch.cuda.graph`` runs before each capture (``gc.collect()``, tens of ms in a
+        torch process): with 50 ms, the writer sometimes started during it, and the second graph
+        of a fresh recorded process took ~1.4 ms longer (``benchmarks/bench_record.py``, per
+        graph). A flush, the end of the run and every exit path the guards catch
+        (``install_exit_guards``) end the wait at once.
         """
         quiet, most = self._quiet_s, queued_at + _MAX_DEFER_S
         while quiet > 0 and not self._hurry.is_set():
@@ -674,7 +679,7 @@ class Recorder:
             try:
                 if job[0] == "graph":
                     self._wait_quiet(job[-1])
-                    self._write_graph(*job[1:-1])
+                    self._write_graph(*job[1:])
                 elif job[0] == "index":
                     self.write_index(finished=False)
                 elif job[0] == "flush":
@@ -735,12 +740,17 @@ class Recorder:
         return site
 
     def _write_graph(self, rec: GraphRecord, raw: Any, handles: list[int], infos: dict[int, _NodeInfo | bytes],
-                     begin_frames: list[RawFrame], device: int | None) -> None:
+                     begin_frames: list[RawFrame], device: int | None, queued_at: float) -> None:
         from cgtool.capture.export import build
+
+        def pause() -> None:  # between steps: a capture that began meanwhile goes first
+            if self._captures:
+                self._wait_quiet(queued_at)
 
         t0 = time.perf_counter()
         data = build(raw, with_environment=False).data
         rec.export_s += time.perf_counter() - t0
+        pause()
         meta = data["cgtool"]
         meta["timings"]["export_s"] = rec.export_s
         meta["environment"] = self._environment(device)
@@ -754,6 +764,7 @@ class Recorder:
             extras[i]["source"] = src
             if compiled is None and src.get("generated"):
                 compiled = str(src["generated"]).rsplit(":", 1)[0]
+        pause()
         begin = attribution.resolve(begin_frames)
         where = f"{os.path.basename(begin.file)}:{begin.line}" if begin.file else "?"
         rec.label = f"#{rec.seq} {where}"
@@ -774,10 +785,12 @@ class Recorder:
         timings = meta["timings"]
         timings["capture_s"] = rec.capture_s
         timings["instantiate_s"] = rec.instantiate_s
+        pause()
         _write_json(os.path.join(self.out_dir, rec.file), data)
         self._docs[rec.seq] = data
         rec.write_s = time.perf_counter() - t0
         rec.written = True
+        pause()
         self.write_index(finished=False)
 
     # ------------------------------------------------------------------ finish
