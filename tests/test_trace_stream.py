@@ -167,3 +167,46 @@ def test_launch_shapes_read_in_the_first_pass_are_the_second_passes(tmp_path, mo
     t = T.load_trace(p)
     assert list(zip(t.shape.tolist(), t.shared_memory.tolist(), t.nbytes.tolist())) == want
     assert any(shaped) and not all(shaped)
+
+
+def _all_columns(t: T.Trace) -> dict:
+    out = columns(t)
+    out["names"] = list(t.names)
+    for col in ("device", "graph_id", "tools_id", "channel", "channel_type", "shape", "shared_memory", "nbytes"):
+        out[col] = getattr(t, col).tolist()
+    return out
+
+
+def test_compiled_columns_equal_the_python_passes(data_dir, monkeypatch, tmp_path):
+    """The reader's columns through the compiled one-pass columnizer (cgtool/artifacts/_columns.c)
+    and through the Python passes it stands in for, on every real trace here (cgtool's, the
+    torch.profiler's, record's) and on the tricky document (instant events, launches, names,
+    channel types as names): the same columns, names and launches, chunk by chunk."""
+    if T._fast_columns() is None:
+        pytest.skip("the compiled columns are not built here")
+    monkeypatch.setattr(T, "WINDOW", 4096)
+    paths = sorted(data_dir.glob("*/*trace.json.gz")) + sorted(data_dir.glob("record_*/trace.json.gz"))
+    doc = tricky_doc()
+    for e in doc["traceEvents"][:3]:
+        if e.get("cat") == "kernel":
+            e["args"]["channel_type"] = "compute"  # a name, not an int: the Python column for it
+    tricky = tmp_path / "tricky.json"
+    tricky.write_text(json.dumps(doc))
+    paths.append(tricky)
+    assert len(paths) > 10
+    real = T._fast_columns()
+    taken = []
+
+    class Counting:  # the compiled columns, counting the chunks they took (None: the Python passes)
+        def gpu_columns(self, *a):
+            r = real.gpu_columns(*a)
+            taken.append(r is not None)
+            return r
+
+    for p in paths:
+        monkeypatch.setattr(T, "_FAST", Counting())
+        compiled = _all_columns(T.load_trace(p))
+        monkeypatch.setattr(T, "_FAST", False)
+        python = _all_columns(T.load_trace(p))
+        assert compiled == python, p
+    assert sum(taken) > 0.9 * len(taken), "the compiled pass took nearly every chunk"

@@ -521,51 +521,96 @@ class _Acc:
         return out
 
 
+_FAST: Any = None
+
+
+def _fast_columns() -> Any:
+    """The compiled columns (``cgtool/artifacts/_columns.c``), or None where it is not built."""
+    global _FAST
+    if _FAST is None:
+        _FAST = False
+        if os.environ.get("CGTOOL_TRACE_COMPILED", "1") != "0":  # 0: the Python passes (to compare)
+            try:
+                from cgtool.artifacts import _columns  # type: ignore[attr-defined]
+
+                _FAST = _columns
+            except ImportError:
+                pass
+    return _FAST or None
+
+
+#: The slots the compiled columns read: the event struct's and the args struct's member descriptors
+#: (subclasses share their base's slots), and the args of an event without any.
+_EV_FIELDS = tuple(_EventT.__dict__[k] for k in ("ph", "cat", "name", "ts", "dur", "args"))
+_ARG_FIELDS = tuple(_Args.__dict__[k] for k in ("stream", "correlation", "device", "graph_id", "graph_node_id",
+                                                "channel", "channel_type"))
+_ARG_DEFAULTS = tuple(getattr(_NO_ARGS, k) for k in ("stream", "correlation", "device", "graph_id", "graph_node_id",
+                                                     "channel", "channel_type"))
+
+
 def _columnize(evs: list[Any], blob: Any, acc: _Acc, shaped: bool = False) -> None:
     """The GPU events of one decoded chunk into ``acc``'s columns, and its graph launches.
 
-    Hand-written for speed, measured by benchmarks/bench_deps.py: every per-event step is one
-    C-level pass (``map`` of an attrgetter into ``np.fromiter``) and every check is vectorized
-    over the chunk; the Python loops run only over graph launches and over a chunk with an
-    error, to name its first bad event exactly as the per-event checks did."""
+    Hand-written for speed, measured by benchmarks/bench_deps.py: where the compiled columns are
+    built, one C pass reads every field of every event (``_columns.gpu_columns``); else every
+    per-event step is one C-level pass (``map`` of an attrgetter into ``np.fromiter``). Every check
+    is vectorized over the chunk; the Python loops run only over graph launches and over a chunk
+    with an error, to name its first bad event exactly as the per-event checks did."""
     src, lo, n_all = acc.src, acc.n, len(evs)
-    code = np.fromiter(map(_CODE.__getitem__, map(_CAT, evs)), np.int8, n_all)
+    fast = _fast_columns()
+    got = fast.gpu_columns(evs, _EV_FIELDS, _ARG_FIELDS, _ARG_DEFAULTS, _CODE, acc.names) if fast and n_all else None
     launches = acc.launches
-    for k in np.flatnonzero(code == 3).tolist():
-        e = evs[k]
-        if e.ph == "X" and e.name.startswith("cudaGraphLaunch") and e.args is not None \
-                and e.args.correlation >= 0:
+    if got is not None:
+        code_b, launch_at, gi_b, ts_b, dur_b, *arg_cols, ctype_b, name_b = got
+        code = np.frombuffer(code_b, np.int8)
+        gi = np.frombuffer(gi_b, np.int64)
+        launch_evs = list(map(evs.__getitem__, launch_at))
+    else:
+        code = np.fromiter(map(_CODE.__getitem__, map(_CAT, evs)), np.int8, n_all)
+        launch_at = np.flatnonzero(code == 3).tolist()
+        launch_evs = [e for e in map(evs.__getitem__, launch_at)
+                      if e.ph == "X" and e.name.startswith("cudaGraphLaunch")]
+        gi = np.flatnonzero(code < 3)
+    for e in launch_evs:
+        if e.args is not None and e.args.correlation >= 0:
             if e.args.correlation in launches:
-                raise _bad(src, f"traceEvents[{lo + k}]: a second cudaGraphLaunch with correlation id "
+                k = lo + next(i for i in launch_at if evs[i] is e)
+                raise _bad(src, f"traceEvents[{k}]: a second cudaGraphLaunch with correlation id "
                            f"{e.args.correlation}; every launch has its own, so the replays cannot be told "
                            "apart (the file was edited or merged). Record the trace again.")
             if not math.isfinite(e.ts):
-                raise _bad(src, f"traceEvents[{lo + k}] (cudaGraphLaunch) has no valid ts ({e.ts}).")
+                k = lo + next(i for i in launch_at if evs[i] is e)
+                raise _bad(src, f"traceEvents[{k}] (cudaGraphLaunch) has no valid ts ({e.ts}).")
             launches[e.args.correlation] = e.ts
-    gi = np.flatnonzero(code < 3)
-    gpu = list(map(evs.__getitem__, gi.tolist()))
-    x = np.fromiter(map("X".__eq__, map(_PH, gpu)), bool, len(gpu))
-    if not x.all():  # instant or begin/end events of GPU categories: not GPU work
-        gi = gi[x]
+    args: list[Any] | None = None
+    if got is None:
         gpu = list(map(evs.__getitem__, gi.tolist()))
-    del evs
-    n = len(gpu)
+        x = np.fromiter(map("X".__eq__, map(_PH, gpu)), bool, len(gpu))
+        if not x.all():  # instant or begin/end events of GPU categories: not GPU work
+            gi = gi[x]
+            gpu = list(map(evs.__getitem__, gi.tolist()))
+        n = len(gpu)
+        if n:
+            args = list(map(_ARGS, gpu))
+            if None in args:
+                args = [_NO_ARGS if a is None else a for a in args]
+            ts = np.fromiter(map(_TS, gpu), np.float64, n)
+            dur = np.fromiter(map(_DUR, gpu), np.float64, n)
+            cols = {c: np.fromiter(map(get, args), np.int64, n) for c, get in _ARG_COLS}
+    else:
+        n = len(gi)
+        if n:
+            ts, dur = np.frombuffer(ts_b, np.float64), np.frombuffer(dur_b, np.float64)
+            cols = {c: np.frombuffer(b, np.int64) for (c, _), b in zip(_ARG_COLS, arg_cols)}
     acc.n += n_all
     if not n:
         return
-    args = list(map(_ARGS, gpu))
-    has_args = None not in args
-    if not has_args:
-        args = [_NO_ARGS if a is None else a for a in args]
-    ts = np.fromiter(map(_TS, gpu), np.float64, n)
-    dur = np.fromiter(map(_DUR, gpu), np.float64, n)
-    cols = {c: np.fromiter(map(get, args), np.int64, n) for c, get in _ARG_COLS}
     bad_ids = (cols["stream"] < 0) | (cols["corr"] < 0)
     with np.errstate(invalid="ignore"):
         bad_time = ~((np.abs(ts) < MAX_ABS_TS_US) & (dur >= 0) & (dur < MAX_DUR_US))
     if bad_ids.any() or bad_time.any():
         k = int(np.flatnonzero(bad_ids | bad_time)[0])
-        e = gpu[k]
+        e = evs[int(gi[k])]
         if bad_ids[k]:
             raise _bad(src, f"traceEvents[{lo + int(gi[k])}] ({e.cat} {e.name[:40]!r}) lacks args.stream or "
                        "args.correlation, which every profiler writes for GPU events.")
@@ -573,29 +618,45 @@ def _columnize(evs: list[Any], blob: Any, acc: _Acc, shaped: bool = False) -> No
                 f"a negative duration ({e.dur})" if e.dur < 0 else f"an implausible time (ts {e.ts}, dur {e.dur} µs)")
         raise _bad(src, f"traceEvents[{lo + int(gi[k])}] ({e.cat} {e.name[:40]!r}) has {what}; every GPU event "
                    "needs a start and a duration. Record the trace again.")
-    names = acc.names
-    nm = list(map(_NAME, gpu))
-    for s in dict.fromkeys(nm):
-        if s not in names:
-            names[s] = len(names)
+
+    def gpu_args() -> list[Any]:  # the args structs of the GPU events (for the rarer columns)
+        return args if args is not None else [_NO_ARGS if a is None else a
+                                              for a in map(_ARGS, map(evs.__getitem__, gi.tolist()))]
+
     p = acc.parts
     p["kind"].append(code[gi])
-    p["name"].append(np.fromiter(map(names.__getitem__, nm), np.int32, n))
+    if got is None:
+        names = acc.names
+        nm = list(map(_NAME, gpu))
+        for s in dict.fromkeys(nm):
+            if s not in names:
+                names[s] = len(names)
+        p["name"].append(np.fromiter(map(names.__getitem__, nm), np.int32, n))
+    else:
+        p["name"].append(np.frombuffer(name_b, np.int32))
     p["start"].append(ts)
     p["dur"].append(dur)
     p["seq"].append(gi.astype(np.int64) + lo)
     for c in cols:
         p[c].append(cols[c])
-    try:
-        p["ctype"].append(np.fromiter(map(_CTYPE, args), np.int64, n))
-    except (TypeError, ValueError):  # channel types written as names
-        p["ctype"].append(np.fromiter((_ctype(a.channel_type, acc.ct_names) for a in args), np.int64, n))
+    if got is not None and ctype_b is not None:
+        p["ctype"].append(np.frombuffer(ctype_b, np.int64))
+    else:
+        a_all = gpu_args()
+        try:
+            p["ctype"].append(np.fromiter(map(_CTYPE, a_all), np.int64, n))
+        except (TypeError, ValueError):  # channel types written as names
+            p["ctype"].append(np.fromiter((_ctype(a.channel_type, acc.ct_names) for a in a_all), np.int64, n))
     shape, smem, nbytes = np.zeros(n, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64)
     need = np.flatnonzero(cols["nid"] < 0)  # no node id: matched by shape
     acc.shaped = bool(len(need))
     if len(need):
         # args of GPU events are all given here (an event without any failed the stream check)
-        sargs = list(map(args.__getitem__, need.tolist())) if shaped else _shape_args(blob, gi[need].tolist())
+        if shaped:
+            a_all = gpu_args()
+            sargs = list(map(a_all.__getitem__, need.tolist()))
+        else:
+            sargs = _shape_args(blob, gi[need].tolist())
         shape[need] = np.fromiter(map(acc.shapes.__getitem__, zip(map(_GRID, sargs), map(_BLOCK, sargs))),
                                   np.int64, len(need))
         smem[need] = np.fromiter(map(_SMEM, sargs), np.int64, len(need))
