@@ -3,7 +3,8 @@
 Decoding is typed (msgspec) and streamed: the input (a plain file or a gzip stream) is read a
 window at a time; the events in a window, up to the last separator between two of them, are
 decoded in one call into structs holding only the fields cgtool uses, and the GPU events go into
-numpy columns at once (one C-level pass per field, the checks vectorized). Memory is the columns
+numpy columns at once (one C pass where `_columns.c` is built, else one C-level pass per field; the
+checks vectorized). Memory is the columns
 plus one window and its events, whatever the file's size. A cut between two events is proven by
 the chunk decoding (see ``_stream_events``); the document around the events is checked as one.
 A plain file of at least PARALLEL_MIN_BYTES is read by two processes (``_Worker``; the number is
