@@ -818,24 +818,37 @@ static PyObject *take_launches(PyObject *mod, PyObject *arg) {
     return PyLong_FromLongLong(t_take(&g_launches, k));
 }
 
-static PyObject *launch_counts(PyObject *mod, PyObject *unused) {
-    (void)mod; (void)unused;
-    PyObject *d = PyDict_New();
-    if (!d) return NULL;
-    Table *t = &g_launches;
+/* A copy of a table's live entries (keys and values, PyMem arrays the caller frees), taken under
+ * its lock: Python objects are made from it afterwards, with the lock released. -1: no memory. */
+static int t_snapshot(Table *t, uint64_t **keys, int64_t **vals, size_t *m) {
+    *keys = NULL; *vals = NULL; *m = 0;
     t_lock(t);
-    for (size_t i = 0; i < t->cap; i++) {
-        if (t->state[i] != 1) continue;
-        PyObject *k = PyLong_FromUnsignedLongLong(t->keys[i]), *v = PyLong_FromLongLong(t->vals[i]);
-        if (!k || !v || PyDict_SetItem(d, k, v) < 0) {
-            Py_XDECREF(k); Py_XDECREF(v);
-            t_unlock(t);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(k); Py_DECREF(v);
+    size_t cap = t->cap;
+    if (cap) {
+        *keys = PyMem_Malloc(cap * sizeof **keys);
+        *vals = PyMem_Malloc(cap * sizeof **vals);
+        if (*keys && *vals)
+            for (size_t i = 0; i < cap; i++)
+                if (t->state[i] == 1) { (*keys)[*m] = t->keys[i]; (*vals)[*m] = t->vals[i]; (*m)++; }
     }
     t_unlock(t);
+    if (cap && (!*keys || !*vals)) { PyMem_Free(*keys); PyMem_Free(*vals); PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+static PyObject *launch_counts(PyObject *mod, PyObject *unused) {
+    (void)mod; (void)unused;
+    uint64_t *keys;
+    int64_t *vals;
+    size_t m;
+    if (t_snapshot(&g_launches, &keys, &vals, &m) < 0) return NULL;
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < m; i++) {
+        PyObject *k = PyLong_FromUnsignedLongLong(keys[i]), *v = PyLong_FromLongLong(vals[i]);
+        if (!k || !v || PyDict_SetItem(d, k, v) < 0) Py_CLEAR(d);
+        Py_XDECREF(k); Py_XDECREF(v);
+    }
+    PyMem_Free(keys); PyMem_Free(vals);
     return d;
 }
 
@@ -844,30 +857,18 @@ static PyObject *launch_counts(PyObject *mod, PyObject *unused) {
  * update, and a clock read would cost as much). */
 static PyObject *handled_stats(PyObject *mod, PyObject *unused) {
     (void)mod; (void)unused;
+    uint64_t *keys;
+    int64_t *calls;
+    size_t m;
+    if (t_snapshot(&g_ccalls, &keys, &calls, &m) < 0) return NULL;
     PyObject *d = PyDict_New();
-    if (!d) return NULL;
-    Table *t = &g_ccalls;
-    t_lock(t);
-    size_t cap = t->cap;
-    uint64_t *keys = cap ? PyMem_Malloc(cap * sizeof *keys) : NULL;
-    int64_t *calls = cap ? PyMem_Malloc(cap * sizeof *calls) : NULL;
-    size_t m = 0;
-    if (cap && keys && calls)
-        for (size_t i = 0; i < cap; i++)
-            if (t->state[i] == 1) { keys[m] = t->keys[i]; calls[m] = t->vals[i]; m++; }
-    t_unlock(t);
-    if (cap && (!keys || !calls)) { PyMem_Free(keys); PyMem_Free(calls); Py_DECREF(d); return PyErr_NoMemory(); }
-    for (size_t i = 0; i < m; i++) {
+    for (size_t i = 0; d && i < m; i++) {
         PyObject *k = Py_BuildValue("(iI)", (int)(keys[i] >> 32), (unsigned int)(keys[i] & 0xFFFFFFFFu));
         PyObject *v = Py_BuildValue("(LL)", (long long)calls[i], (long long)t_get(&g_cns, keys[i]));
-        if (!k || !v || PyDict_SetItem(d, k, v) < 0) {
-            Py_XDECREF(k); Py_XDECREF(v); Py_DECREF(d); PyMem_Free(keys); PyMem_Free(calls);
-            return NULL;
-        }
-        Py_DECREF(k); Py_DECREF(v);
+        if (!k || !v || PyDict_SetItem(d, k, v) < 0) Py_CLEAR(d);
+        Py_XDECREF(k); Py_XDECREF(v);
     }
-    PyMem_Free(keys);
-    PyMem_Free(calls);
+    PyMem_Free(keys); PyMem_Free(calls);
     return d;
 }
 
