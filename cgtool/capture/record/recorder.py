@@ -7,12 +7,14 @@ work pays nothing):
   code as ``(code, lasti)`` pairs (live: CUPTI calls back in the thread that made the CUDA call),
   the nn.Module classes on the stack, the autograd node when a backward pass runs, the open
   ``record_function`` range;
-* resource ``GRAPHEXEC_CREATED``: the graph's topology is read at once (``capture/export.py``'s
-  ``read_graph``: every driver and CUPTI call of the export): torch destroys the template graph
-  right after instantiating it. Everything else — building the export (``export.build``,
+* resource ``GRAPHEXEC_CREATED``: the graph is read at once (``capture/export.py``'s
+  ``read_quick``, one C call, else ``read_graph``: every driver and CUPTI call of the export):
+  torch destroys the template graph right after instantiating it. Everything else — completing and
+  building the export (``export.build``,
   ``get_graph_data()``'s schema, tools ids ``(exec_id << 32) | local id``), turning frames into
   source lines, the environment block, JSON encoding, the file and the new ``index.json`` — is
-  handed to a writer thread, which has the graph on disk milliseconds later. Every way out of the
+  handed to a writer thread, which has the graph on disk once the program has not captured for a
+  quarter second (at most 2 s after the graph). Every way out of the
   program that runs Python (the end, an exception, ``sys.exit``, Ctrl-C, SIGTERM, ``os._exit``)
   drains the writer first, so a crash later loses nothing recorded so far;
 * resource ``GRAPHEXEC_DESTROY_STARTING`` / ``GRAPH_DESTROY_STARTING``: handles are reused by
