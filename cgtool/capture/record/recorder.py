@@ -988,7 +988,8 @@ def install_exit_guards(rec: Recorder) -> None:
 
     ``os._exit`` (finishes the recording with the code given); SIGTERM while its handler is the
     default one (finishes, then dies of the signal as it would have). Fatal signals (SIGKILL,
-    SIGSEGV) cannot be caught: the graphs of the last quarter second (or of a burst of captures) can be lost then.
+    SIGSEGV) cannot be caught: the graphs of the last quarter second (or of a burst of captures)
+    can be lost then.
     """
     real_exit = os._exit
 
