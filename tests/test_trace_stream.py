@@ -161,6 +161,10 @@ def test_launch_shapes_read_in_the_first_pass_are_the_second_passes(tmp_path, mo
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": evs}, indent=1))
     monkeypatch.setattr(T, "WINDOW", 2000)
+    monkeypatch.setenv("CGTOOL_TRACE_SCAN", "1")  # the compiled scan of the text, where it is built
+    t = T.load_trace(p)
+    assert list(zip(t.shape.tolist(), t.shared_memory.tolist(), t.nbytes.tolist())) == want
+    monkeypatch.setenv("CGTOOL_TRACE_SCAN", "0")  # msgspec's two passes
     shaped = []
     real = T._columnize
     monkeypatch.setattr(T, "_columnize", lambda evs, blob, acc, sh=False: shaped.append(sh) or real(evs, blob, acc, sh))
@@ -184,6 +188,7 @@ def test_compiled_columns_equal_the_python_passes(data_dir, monkeypatch, tmp_pat
     channel types as names): the same columns, names and launches, chunk by chunk."""
     if T._fast_columns() is None:
         pytest.skip("the compiled columns are not built here")
+    monkeypatch.setenv("CGTOOL_TRACE_SCAN", "0")  # msgspec's decoding (the scan is tests/test_trace_scan.py's)
     monkeypatch.setattr(T, "WINDOW", 4096)
     paths = sorted(data_dir.glob("*/*trace.json.gz")) + sorted(data_dir.glob("record_*/trace.json.gz"))
     doc = tricky_doc()

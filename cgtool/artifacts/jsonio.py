@@ -114,7 +114,8 @@ class Source:
     plain regular file, up front from its size), a device or FIFO that does not start like JSON,
     a truncated or damaged gzip stream.
 
-    ``pieces()`` yields the (decompressed) content once; ``reopen()`` gives a fresh Source of the
+    ``pieces()`` yields the (decompressed) content once, each piece valid until the next is asked
+    for (a plain file's pieces are views of one reused buffer: copy them); ``reopen()`` gives a fresh Source of the
     same path for a second pass, or None where the input cannot be read twice (a FIFO, a device)."""
 
     def __init__(self, path: str | os.PathLike[str], *, max_bytes: int | None = DEFAULT_MAX_BYTES,
@@ -166,7 +167,7 @@ class Source:
     def reopen(self) -> "Source | None":
         return Source(self.path, max_bytes=self.max_bytes, piece=self.piece) if self.regular else None
 
-    def pieces(self) -> Iterator[bytes]:
+    def pieces(self) -> Iterator[bytes | memoryview]:
         given = self.max_bytes is not None
         if self.gzip:
             return _gunzip_pieces(self.f, self.head, self.path, self.cap, given, self.piece)
@@ -194,7 +195,7 @@ def _open(p: Path, st: os.stat_result) -> io.BufferedReader:
 
 
 def _read_pieces(f: io.BufferedReader, head: bytes, p: Path, cap: int, given: bool, what: str,
-                 piece: int = _CHUNK) -> Iterator[bytes]:
+                 piece: int = _CHUNK) -> Iterator[bytes | memoryview]:
     # In pieces up to the cap: never ask for a buffer of the cap's size (an address-space limit
     # would refuse it), and stop a device or an endless stream at the cap.
     n = len(head)
@@ -202,14 +203,20 @@ def _read_pieces(f: io.BufferedReader, head: bytes, p: Path, cap: int, given: bo
         raise _too_big(p, cap, given, what)
     if head:
         yield head
+    # One buffer, read into again for every piece: a new piece of this size each time is a fresh
+    # allocation whose pages the kernel faults in and zeroes (a fifth of loading a 600 MiB trace on
+    # the CPU machine, benchmarks/bench_deps.py). A piece is valid until the next one is asked for:
+    # every caller copies it at once.
+    buf = bytearray(piece)
+    view = memoryview(buf)
     while True:
-        chunk = f.read(min(piece, cap + 1 - n))
-        if not chunk:
+        k = f.readinto(view[:min(piece, cap + 1 - n)])
+        if not k:
             return
-        n += len(chunk)
+        n += k
         if n > cap:
             raise _too_big(p, cap, given, what)
-        yield chunk
+        yield view[:k]
 
 
 def _gunzip_pieces(f: io.BufferedReader, head: bytes, p: Path, cap: int, given: bool,

@@ -383,8 +383,15 @@ def _addr(b: Any) -> int:
 
 def _decode_span(buf: Any, s: int, e: int, acc: "_Acc") -> None:
     """Decode the events in ``buf[s:e]`` (a run of whole events and the separators between them)
-    into ``acc``'s columns. The span is decoded in place: the byte before it becomes ``[`` and the
-    one after it ``]`` for the duration of the decode (no copy of the events' bytes)."""
+    into ``acc``'s columns: read from the text by the compiled scan where it is built and takes
+    the run (see ``_columns.c``), else decoded by msgspec. msgspec decodes the span in place: the
+    byte before it becomes ``[`` and the one after it ``]`` for the duration of the decode (no copy
+    of the events' bytes)."""
+    fast = _fast_scan()
+    if fast is not None:
+        got = fast.scan(buf, s, e, _CODE, acc.names, acc.ct_names, MAX_EXEC_GRAPH_ID)
+        if got is not None and _add_scanned(got, acc):
+            return
     saved = buf[s - 1], buf[e]
     buf[s - 1], buf[e] = 0x5B, 0x5D  # "[" and "]"
     mv = memoryview(buf)
@@ -547,6 +554,56 @@ _ARG_FIELDS = tuple(_Args.__dict__[k] for k in ("stream", "correlation", "device
                                                 "channel", "channel_type"))
 _ARG_DEFAULTS = tuple(getattr(_NO_ARGS, k) for k in ("stream", "correlation", "device", "graph_id", "graph_node_id",
                                                      "channel", "channel_type"))
+
+
+def _fast_scan() -> Any:
+    """The compiled scan of the JSON text, or None where it is not built or ``CGTOOL_TRACE_SCAN=0``
+    (the msgspec path, to compare)."""
+    fast = _fast_columns()
+    if fast is None or os.environ.get("CGTOOL_TRACE_SCAN", "1") == "0":
+        return None
+    return fast if hasattr(fast, "scan") else None
+
+
+def _add_scanned(got: tuple[Any, ...], acc: _Acc) -> bool:
+    """Add the columns of a scanned run (``_columns.scan``) to ``acc`` after the checks
+    ``_columnize`` makes; False (``acc`` untouched) where a check fails: the caller then decodes
+    the run with msgspec, whose path names the bad event."""
+    n_all, gi_b, kind_b, ts_b, dur_b, *arg_b, name_b, shape_b, smem_b, nbytes_b, lpos_b, lcorr_b, lts_b = got
+    lcorr = np.frombuffer(lcorr_b, np.int64).tolist()
+    lts = np.frombuffer(lts_b, np.float64)
+    launches = acc.launches
+    if lcorr and (not np.isfinite(lts).all() or len(set(lcorr)) != len(lcorr) or not launches.keys().isdisjoint(lcorr)):
+        return False
+    ts, dur = np.frombuffer(ts_b, np.float64), np.frombuffer(dur_b, np.float64)
+    cols = {c: np.frombuffer(b, np.int64) for (c, _), b in zip(_ARG_COLS, arg_b)}
+    n = len(ts)
+    if n:
+        with np.errstate(invalid="ignore"):
+            bad = ((cols["stream"] < 0) | (cols["corr"] < 0) |
+                   ~((np.abs(ts) < MAX_ABS_TS_US) & (dur >= 0) & (dur < MAX_DUR_US)))
+        if bad.any():
+            return False
+    launches.update(zip(lcorr, lts.tolist()))
+    lo = acc.n
+    acc.n += n_all
+    if not n:
+        acc.shaped = False
+        return True
+    p = acc.parts
+    p["kind"].append(np.frombuffer(kind_b, np.int8))
+    p["name"].append(np.frombuffer(name_b, np.int32))
+    p["start"].append(ts)
+    p["dur"].append(dur)
+    p["seq"].append(np.frombuffer(gi_b, np.int64) + lo)
+    for c in cols:
+        p[c].append(cols[c])
+    p["ctype"].append(np.frombuffer(arg_b[-1], np.int64))
+    p["shape"].append(np.frombuffer(shape_b, np.int64))
+    p["smem"].append(np.frombuffer(smem_b, np.int64))
+    p["nbytes"].append(np.frombuffer(nbytes_b, np.int64))
+    acc.shaped = bool((cols["nid"] < 0).any())
+    return True
 
 
 def _columnize(evs: list[Any], blob: Any, acc: _Acc, shaped: bool = False) -> None:
@@ -725,7 +782,7 @@ _probe = msgspec.json.Decoder(_Probe)
 class _Buf:
     """A growing window on a stream of pieces: ``b`` holds the stream from offset ``off`` on."""
 
-    def __init__(self, pieces: Iterator[bytes], off: int = 0) -> None:
+    def __init__(self, pieces: Iterator[bytes | memoryview], off: int = 0) -> None:
         self.b = bytearray()
         self.it = pieces
         self.eof = False
@@ -1028,14 +1085,16 @@ class _Worker:
 
     @staticmethod
     def _run(fd: int, begin: int, src: str, w: int) -> None:
-        def pieces() -> Iterator[bytes]:
+        def pieces() -> Iterator[bytes | memoryview]:
             off = begin - 1
+            buf = bytearray(WINDOW)  # read into again and again (see jsonio._read_pieces)
+            view = memoryview(buf)
             while True:
-                piece = os.pread(fd, WINDOW, off)
-                if not piece:
+                k = os.preadv(fd, [buf], off)
+                if not k:
                     return
-                off += len(piece)
-                yield piece
+                off += k
+                yield view[:k]
 
         acc = _Acc(src)
         blobs: list[Any] = []
