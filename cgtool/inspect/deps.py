@@ -953,7 +953,8 @@ def _gpu_was_full_many(b: np.ndarray, order: np.ndarray, bounds: np.ndarray, rep
         ov = np.minimum(end[item], t_hi[:live])
         ov -= np.maximum(start[item], t_lo[:live])
         add = (ov > 0) & (item != bq[:live])
-        tot[:live][add] += cover[item[add]] * ov[add]
+        ov *= cover[item]  # the term (cover times overlap), added where it counts: x + 0.0 is x
+        tot[:live] += np.where(add, ov, 0.0)
     out[q] = tot / (t_hi - t_lo) > 1.0
     return out
 
