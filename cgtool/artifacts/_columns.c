@@ -1,4 +1,5 @@
-/* The trace reader's columns of GPU events, in one pass over a decoded chunk (cgtool.artifacts.trace).
+/* The trace reader's columns of GPU events (cgtool.artifacts.trace): scan() reads them straight from
+ * a chunk's JSON text; gpu_columns() makes them in one pass over a chunk msgspec decoded (below).
  *
  * Why C: the reader decodes a chunk of chrome-trace events with msgspec into small structs, then
  * turns the GPU events among them into numpy columns. In Python that is one C-level pass per field

@@ -1,11 +1,14 @@
 """Reading chrome traces (cgtool's own, and the PyTorch profiler's) into columns of GPU events.
 
-Decoding is typed (msgspec) and streamed: the input (a plain file or a gzip stream) is read a
-window at a time; the events in a window, up to the last separator between two of them, are
-decoded in one call into structs holding only the fields cgtool uses, and the GPU events go into
-numpy columns at once (one C pass where `_columns.c` is built, else one C-level pass per field; the
-checks vectorized). Memory is the columns
-plus one window and its events, whatever the file's size. A cut between two events is proven by
+Reading is streamed: the input (a plain file or a gzip stream) is read a window at a time; the
+events in a window, up to the last separator between two of them, are read in one call. Where
+`_columns.c` is built, its scan reads them from the JSON text straight into numpy columns of the
+GPU events (``_columns.scan``: strict JSON of the expected types only; anything else it leaves to
+msgspec, and ``CGTOOL_TRACE_SCAN=0`` turns it off); else they are decoded by msgspec into structs
+holding only the fields cgtool uses, and the GPU events go into columns at once (one C pass where
+`_columns.c` is built, else one C-level pass per field). The checks are vectorized either way.
+Memory is the columns plus one window (and its events, where msgspec decodes them), whatever the
+file's size. A cut between two events is proven by
 the chunk decoding (see ``_stream_events``); the document around the events is checked as one.
 A plain file of at least PARALLEL_MIN_BYTES is read by two processes (``_Worker``; the number is
 ``CGTOOL_TRACE_WORKERS``, default 2 where there are two cores and fork). Input the streaming
