@@ -148,9 +148,10 @@ except SystemExit as e:
 BARE = "import json; import cgtool.cli.main, cgtool.inspect.deps, cgtool.report.tables"
 
 
-def measure(body: str, args: list[str], workers: str = "", src: Path = ROOT) -> tuple[float, float, float]:
+def measure(body: str, args: list[str], workers: str = "", src: Path = ROOT,
+            extra_env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """(seconds, peak RSS MiB, peak RSS MiB of its children) of a fresh interpreter."""
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**os.environ, "PYTHONPATH": str(src), **(extra_env or {})}
     env.pop("CGTOOL_TRACE_WORKERS", None)
     if workers:
         env["CGTOOL_TRACE_WORKERS"] = workers
@@ -376,6 +377,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="1e5,1e6", help="event counts, comma-separated (1e7 streams a ~3.5 GB file)")
     ap.add_argument("--formats", default="cupti,kineto")
+    ap.add_argument("--scan-off", action="store_true",
+                    help="each round also runs deps in one process with CGTOOL_TRACE_SCAN=0 (msgspec decodes)")
     ap.add_argument("--rounds", type=int, default=3, help="paired rounds (json.load, 1 process, 2 processes)")
     ap.add_argument("--quick", action="store_true", help="10^5 events, one round, no profile")
     ap.add_argument("--profile-size", type=float, default=1e6, help="events in the profiled run (0: none)")
@@ -408,12 +411,14 @@ def main() -> None:
                 info = FORMATS[fmt](p, n)
                 size = p.stat().st_size / 2**20
                 print(f"\n{fmt}: {info['events']:,} GPU events, {size:,.0f} MiB (made in {time.perf_counter() - t:.1f} s)")
-                res: dict[str, list[tuple[float, float, float]]] = {"json": [], "1": [], "2": []}
+                res: dict[str, list[tuple[float, float, float]]] = {"json": [], "1": [], "2": [], "1s": []}
                 for _ in range(a.rounds):
                     if n <= a.json_load_max:
                         res["json"].append(measure(JSON_LOAD, [str(p)]))
                     for w in ("1", "2"):
                         res[w].append(measure(CGTOOL, cgtool_args(p, info), w, a.code))
+                    if a.scan_off:  # the same, the compiled scan of the JSON text off (msgspec decodes)
+                        res["1s"].append(measure(CGTOOL, cgtool_args(p, info), "1", a.code, {"CGTOOL_TRACE_SCAN": "0"}))
                 med = {k: (statistics.median(x[0] for x in v), max(x[1] for x in v), max(x[2] for x in v))
                        for k, v in res.items() if v}
                 if "json" in med:
@@ -421,7 +426,8 @@ def main() -> None:
                     jl, approx = med["json"][0], ""
                 else:
                     jl, approx = per_event_json.get(fmt, float("nan")) * info["events"], "~"
-                for k, lab in (("json", "json.load"), ("1", "cgtool deps, 1 process"), ("2", "cgtool deps, 2 processes")):
+                for k, lab in (("json", "json.load"), ("1", "cgtool deps, 1 process"), ("2", "cgtool deps, 2 processes"),
+                               ("1s", "1 process, scan off")):
                     if k in med:
                         s, rss, ch = med[k]
                         print(f"  {lab:26s} {s:7.2f} s (rounds: {', '.join(f'{x[0]:.2f}' for x in res[k])})  "
