@@ -1,6 +1,7 @@
 """Overhead of `cgtool record` (no tracing) against the bare program.
 
     python benchmarks/bench_record.py [--rounds 3] [--layers 24] [--serve-s 0] [--out bench_record.json]
+    python benchmarks/bench_record.py --program phases   # each capture split into its parts
 
 Runs tests/programs/server_runner.py (4 graphs of LAYERS blocks each, one pool, then serving its
 requests once, or again and again for ``--serve-s`` seconds) bare and under `cgtool record`,
@@ -9,7 +10,10 @@ alternating, in fresh processes. Two figures, medians over the rounds:
 * program wall time: the process's wall time from start to exit, recorded / bare (goal <= 1.05x);
 * capture+instantiate per graph: the program's own timing around each `with torch.cuda.graph`
   (it prints them), recorded / bare (goal <= 1.2x); also per graph of the program and paired (each
-  graph against the same graph of the bare run of the same round).
+  graph against the same graph of the bare run of the same round). With ``--program phases``
+(``benchmarks/capture_phases_program.py``: the same model and captures), each capture is split into
+``torch.cuda.graph``'s ``__enter__`` (its ``gc.collect()`` apart), the forward under capture, its
+``__exit__`` (end of capture and instantiation) and the synchronize, medians per graph and mode.
 
 And where the recorded run's extra time goes, from the wall-clock stamps the recording keeps
 (``index.json`` ``timeline``, ``recorder_timings``): before the child's first line (the parent
@@ -34,7 +38,11 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROG = os.path.join(ROOT, "tests", "programs", "server_runner.py")
+PROGRAMS = {
+    "runner": os.path.join(ROOT, "tests", "programs", "server_runner.py"),
+    # the same captures with each part of `with torch.cuda.graph` timed (gc.collect, body, exit)
+    "phases": os.path.join(ROOT, "benchmarks", "capture_phases_program.py"),
+}
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, dict, float, float]:
@@ -56,9 +64,14 @@ def main() -> None:
     ap.add_argument("--serve-s", type=float, default=0.0,
                     help="the program serves its requests again until this many seconds have passed (a longer run)")
     ap.add_argument("--out", default="bench_record.json")
+    ap.add_argument("--program", choices=sorted(PROGRAMS), default="runner",
+                    help="runner: tests/programs/server_runner.py; phases: the same captures, each split into "
+                         "__enter__ (gc.collect() apart), the forward, __exit__ and the synchronize "
+                         "(benchmarks/capture_phases_program.py)")
     ap.add_argument("--modes", default="bare,record",
                     help="bare, record, boot, coverage, record_pycb, record_lite (see the docstring)")
     a = ap.parse_args()
+    PROG = PROGRAMS[a.program]
     tmp = tempfile.mkdtemp()
     modes = a.modes.split(",")
     rows: dict[str, list[dict]] = {m: [] for m in modes}
@@ -86,6 +99,9 @@ def main() -> None:
                     env["CGTOOL_RECORD_LITE"] = "1"
             wall, res, t_launch, t_exit = _run(cmd, env)
             row = {"wall_s": wall, "capture_s": res["capture_s"], "program_wall_s": res["wall_s"]}
+            if "phases" in res:
+                row["capture_phases_s"] = res["phases"]
+                row["gc_tracked"] = res["gc_tracked"]
             if base != "bare":
                 idx = json.load(open(os.path.join(out, "index.json")))
                 tl = idx.get("timeline") or {}
@@ -93,7 +109,8 @@ def main() -> None:
                 row["launch_callbacks"] = idx.get("launch_callbacks")
                 row["recorder_timings"] = idx.get("recorder_timings")
                 row["coverage"] = idx.get("coverage")
-                row["recorded"] = [{k: g.get(k) for k in ("nodes", "capture_s", "instantiate_s", "export_s", "write_s")}
+                row["recorded"] = [{k: g.get(k) for k in ("nodes", "capture_s", "instantiate_s", "export_s", "write_s",
+                                                                   "recorder_s")}
                                    for g in idx["graphs"]]
                 if {"boot_start", "program_start", "program_end", "finish_end"} <= set(tl):
                     row["phases_s"] = {
@@ -118,7 +135,7 @@ def main() -> None:
 
     rec = "record" if "record" in rows else next(m for m in modes if m != "bare")  # the headline mode
     summary = {
-        "program": f"server_runner.py {a.layers} {a.serve_s} (4 graphs, serving for {a.serve_s} s)",
+        "program": f"{os.path.basename(PROG)} {a.layers} {a.serve_s} (4 graphs, serving for {a.serve_s} s)",
         "rounds": a.rounds,
         "python": sys.version.split()[0],
         "headline_mode": rec,
@@ -140,6 +157,20 @@ def main() -> None:
                                                                     for r, b in zip(rows[rec], rows["bare"])]),
                                  "min": min(pr), "max": max(pr)},
         "record_phases_s": med_phases(rec),
+        # --program phases: per graph of the program, the median of each part of its capture
+        "capture_phases_by_graph": {m: [{k: statistics.median(x["capture_phases_s"][i][k] for x in rows[m])
+                                         for k in rows[m][0]["capture_phases_s"][i]}
+                                        for i in range(len(rows[m][0]["capture_phases_s"]))]
+                                    for m in modes if "capture_phases_s" in rows[m][0]},
+        # per graph of the program: the recorder's own time on it inside the capture (index.json's
+        # recorder_s: the graph-exec callback's parts, the node callbacks), medians
+        "recorder_s_by_graph": {m: [{k: statistics.median((x["recorded"][i].get("recorder_s") or {}).get(k, 0.0)
+                                                          for x in rows[m])
+                                     for k in (rows[m][0]["recorded"][i].get("recorder_s") or {})}
+                                    for i in range(len(rows[m][0]["recorded"]))]
+                                for m in modes if rows[m] and "recorded" in rows[m][0]},
+        "gc_tracked": {m: statistics.median(x["gc_tracked"] for x in rows[m]) for m in modes
+                       if "gc_tracked" in rows[m][0]},
         "other_modes": {m: {"wall_s": med(m, "wall_s"), "capture_s": med_cap(m),
                             "program_wall_s": med(m, "program_wall_s"), "phases_s": med_phases(m)} for m in modes},
         "raw": rows,

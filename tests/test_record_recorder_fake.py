@@ -279,6 +279,15 @@ def test_compiled_callback_stores_the_same_nodes(fake: FakeCupti, tmp_path: Path
         assert idx["callback_stats"]["3/13"]["calls"] == 6  # not the node made during instantiation
         # the instantiation's start: kept by the compiled callback (or the Python one), read at exec creation
         assert all(g["instantiate_s"] is not None and 0 <= g["instantiate_s"] < 5 for g in idx["graphs"])
+        # the recorder's own time per graph inside the capture: the graph-exec callback's parts, and
+        # (compiled callback) the node callbacks since the graph before, whose counts add up to all
+        phases = {"reserved", "export", "pool_and_stack", "environment_and_record"}
+        for g in idx["graphs"]:
+            assert phases <= set(g["recorder_s"]) and all(0 <= g["recorder_s"][k] < 5 for k in phases), g
+        if how.split("+")[0] == "c":
+            assert sum(g["recorder_s"]["node_callback_calls"] for g in idx["graphs"]) == 6, idx["graphs"]
+        else:
+            assert all("node_callback_calls" not in g["recorder_s"] for g in idx["graphs"])
         st = idx["callback_stats"]
         if how.split("+")[0] == "c":  # capture begin's exit and end's enter, instantiations: never in Python
             assert (2, 418) not in rec._cb_stats and st["2/418"]["calls"] == 4, (how, st)  # counted in C

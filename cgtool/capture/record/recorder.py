@@ -103,6 +103,10 @@ class GraphRecord:
     replays: int = 0
     traced_correlations: list[int] = field(default_factory=list)
     write_s: float | None = None  # the writer thread's time on it (sources, encoding, file)
+    #: seconds the recorder spent on this graph inside the program's capture+instantiate: the
+    #: graph-exec callback's parts, and the node callbacks since the previous graph (compiled
+    #: callback: sampled one in 16 and scaled)
+    recorder_s: dict[str, float] = field(default_factory=dict)
 
 
 class Recorder:
@@ -146,6 +150,7 @@ class Recorder:
         self._t0 = time.perf_counter()
         self.timings: dict[str, float] = {}  # setup and finish phases, seconds
         self._exec_phases: dict[str, float] = {}  # exec-created callback, summed over graphs, seconds
+        self._node_calls_seen = self._node_ns_seen = 0  # the compiled node callbacks' totals at the last graph
         self.timeline: dict[str, float] = {}  # wall-clock stamps (time.time()) of the run's phases
         self._docs: dict[int, dict[str, Any]] = {}
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -638,9 +643,16 @@ class Recorder:
             self._take_launches(exec_)  # a reused handle starts again from 0
         self._last_capture_at = t4 = time.perf_counter()
         ph = self._exec_phases  # where the exec-created callback's time goes (benchmarks/bench_record.py)
-        for k, v in (("reserved", t1 - t_inst_end), ("export", t2 - t1), ("pool_and_stack", t3 - t2),
-                     ("environment_and_record", t4 - t3)):
+        parts = (("reserved", t1 - t_inst_end), ("export", t2 - t1), ("pool_and_stack", t3 - t2),
+                 ("environment_and_record", t4 - t3))
+        for k, v in parts:
             ph[k] = ph.get(k, 0.0) + v
+        rec.recorder_s.update(parts)
+        if self._nodecb is not None:
+            calls, ns, _ = self._nodecb.stats()
+            rec.recorder_s["node_callbacks"] = (ns - self._node_ns_seen) / 1e9
+            rec.recorder_s["node_callback_calls"] = calls - self._node_calls_seen
+            self._node_calls_seen, self._node_ns_seen = calls, ns
         self._queue.put(("graph", rec, raw, handles, infos, begin_frames, device, self._last_capture_at))
 
     # ------------------------------------------------------------------ writer
@@ -936,7 +948,7 @@ class Recorder:
                 "label": r.label, "file": r.file, "exec_graph_id": r.exec_graph_id,
                 "template_graph_id": r.template_graph_id, "nodes": r.nodes, "captured_at": r.captured_at,
                 "capture_s": r.capture_s, "instantiate_s": r.instantiate_s, "export_s": r.export_s,
-                "write_s": r.write_s,
+                "write_s": r.write_s, "recorder_s": dict(r.recorder_s),
                 "reserved_during_capture": r.reserved_during_capture,
                 "pool": None if r.pool is None else f"{r.pool[0]},{r.pool[1]}",
                 "replays": counts.get(r.exec_handle, 0) if live.get(r.exec_handle) is r else r.replays,
