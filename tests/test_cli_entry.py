@@ -139,3 +139,31 @@ def test_fast_parser_takes_the_usual_lines() -> None:
     for other in (["--help"], ["-o", "rec", "t.py"], ["--out=rec", "--", "t.py"], ["--nproc-per-node", "0", "--", "t.py"],
                   ["-o", "a", "-o", "b", "--", "t.py"], ["--"]):
         assert parse_fast(other) is None, other
+
+
+# ------------------------------------------------------- an install without cgtool's dependencies
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("blocked", ["typer", "rich", "networkx", "msgspec"])
+@pytest.mark.parametrize("args", [["--version"], ["topo", "g.json"], ["record", "--", "no_such_program.py"],
+                                  ["record", "--help"]])
+def test_a_missing_dependency_is_one_paragraph_and_exit_2(blocked: str, args: list[str]) -> None:
+    """`pip install --no-deps cgtool`, or a dependency removed since: whichever import of it fails
+    first (loading the app, a command, the error paragraph itself), the user reads which package is
+    missing and how to install it, never a traceback."""
+    code = (f"import sys; sys.modules[{blocked!r}] = None; "  # `import {blocked}` now fails as if absent
+            f"from cgtool.cli.entry import main; main({args!r})")
+    p = _run(code)
+    assert "Traceback" not in p.stderr, p.stderr
+    if "Program not found" in p.stderr:
+        # record's fast path needs none of them to find that out: its own paragraph (written plainly
+        # where rich is missing), its own exit code
+        assert p.returncode == 2 and p.stderr.startswith("cgtool: Program not found"), p.stderr
+        return
+    if p.returncode == 0:  # a path that never imports it runs as it would have
+        return
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "Traceback" not in p.stderr, p.stderr
+    assert f"the package `{blocked}`, which cgtool needs, is not installed" in p.stderr, p.stderr
+    assert "pip install" in p.stderr

@@ -33,10 +33,61 @@ EXIT_PIPE_CLOSED = 141
 
 def _paragraph(text: str) -> None:
     """One paragraph on stderr: wrapped to a terminal's width, one line in a log."""
-    from cgtool.cli._common import _Console
-
+    try:
+        from cgtool.cli._common import _Console
+    except ImportError:  # rich or typer missing (see missing_dependency): the paragraph as it is
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+        return
     con = _Console(stderr=True, markup=False, highlight=False)  # not the --quiet console: errors always show
     con.print(text, soft_wrap=not con.is_terminal)
+
+
+#: cgtool's own dependencies (pyproject.toml's [project] dependencies) by the name they are imported
+#: under, with the distribution that brings each (click comes with typer).
+_BASE_DEPS = {"typer": "typer", "click": "typer", "rich": "rich", "networkx": "networkx", "msgspec": "msgspec",
+              "numpy": "numpy", "tomli": "tomli"}
+
+
+def missing_dependency(e: BaseException) -> str | None:
+    """The distribution of cgtool's own dependencies that ``e`` (an import failing) shows missing, or
+    None: an install without dependencies (``pip install --no-deps``), or a package removed since."""
+    if isinstance(e, ModuleNotFoundError) and e.name:
+        return _BASE_DEPS.get(e.name.split(".")[0])
+    return None
+
+
+def _applies(req: str) -> bool:
+    """Whether a requirement's environment marker holds here (``tomli; python_version < '3.11'``);
+    without the `packaging` module to tell, a conditional requirement is left out."""
+    if ";" not in req:
+        return True
+    try:
+        from packaging.requirements import Requirement
+
+        marker = Requirement(req).marker
+        return marker is None or bool(marker.evaluate())
+    except Exception:
+        return False
+
+
+def exit_missing_dependency(dist: str) -> None:
+    """One paragraph naming the missing package and how to install it, exit 2 (a usage error: the
+    environment, not the input, must change)."""
+    try:
+        from importlib.metadata import requires
+
+        reqs = [r for r in requires("cgtool") or [] if "extra ==" not in r and _applies(r)]
+    except Exception:  # not installed as a distribution (a source tree on PYTHONPATH)
+        reqs = []
+    add = " ".join(f"'{r.split(';')[0].strip()}'" for r in reqs) or " ".join(sorted(set(_BASE_DEPS.values())))
+    _paragraph(
+        f"cgtool: the package `{dist}`, which cgtool needs, is not installed in this Python environment "
+        f"({sys.executable}): cgtool was installed without its dependencies, or `{dist}` was removed since. "
+        f"Install cgtool with its dependencies (`pip install cgtool`, without --no-deps), or add them: "
+        f"`pip install {add}`."
+    )
+    sys.exit(int(ExitCode.USAGE))
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -85,6 +136,9 @@ def guarded(call: Callable[[], object]) -> None:
                    "artifact nests like this: check that it is the file you meant.")
         sys.exit(int(ExitCode.INVALID_INPUT))
     except Exception as e:
+        dist = missing_dependency(e)
+        if dist is not None:
+            exit_missing_dependency(dist)
         if _is(e, "Exit"):
             sys.exit(getattr(e, "exit_code", 0))
         if _is(e, "Abort"):

@@ -13,6 +13,18 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> None:
+    try:
+        _main(argv)
+    except ModuleNotFoundError as e:  # typer, rich, ... missing: loading the app fails before its guard
+        from cgtool.cli._guard import exit_missing_dependency, missing_dependency
+
+        dist = missing_dependency(e)
+        if dist is None:
+            raise
+        exit_missing_dependency(dist)
+
+
+def _main(argv: list[str] | None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["record"]:
         from cgtool.cli import record_run
