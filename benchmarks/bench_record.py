@@ -45,10 +45,21 @@ PROGRAMS = {
 }
 
 
-def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, dict, float, float]:
+def _cpus(spec: str) -> set[int]:
+    """``0-7,16`` -> {0, ..., 7, 16}."""
+    out: set[int] = set()
+    for part in filter(None, spec.split(",")):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None, cpus: set[int] | None = None
+         ) -> tuple[float, dict, float, float]:
     t_launch = time.time()
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None  # inherited by the recorded child
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, preexec_fn=pin)
     wall = time.perf_counter() - t0
     t_exit = time.time()
     if p.returncode != 0:
@@ -70,8 +81,13 @@ def main() -> None:
                          "(benchmarks/capture_phases_program.py)")
     ap.add_argument("--modes", default="bare,record",
                     help="bare, record, boot, coverage, record_pycb, record_lite (see the docstring)")
+    ap.add_argument("--cpus", default="",
+                    help="run every process (bare and recorded, and the recorded one's child) on these CPUs, "
+                         "e.g. 0-7: on the GPU machine a fresh process ran either fast or ~1.7x slower "
+                         "throughout, by where it was placed, which mixes two populations into the ratios")
     a = ap.parse_args()
     PROG = PROGRAMS[a.program]
+    cpus = _cpus(a.cpus) or None
     tmp = tempfile.mkdtemp()
     modes = a.modes.split(",")
     rows: dict[str, list[dict]] = {m: [] for m in modes}
@@ -97,7 +113,7 @@ def main() -> None:
                     env["CGTOOL_RECORD_SUBSCRIBER"] = "cupti-python"
                 if base == "record_lite":
                     env["CGTOOL_RECORD_LITE"] = "1"
-            wall, res, t_launch, t_exit = _run(cmd, env)
+            wall, res, t_launch, t_exit = _run(cmd, env, cpus)
             row = {"wall_s": wall, "capture_s": res["capture_s"], "program_wall_s": res["wall_s"]}
             if "phases" in res:
                 row["capture_phases_s"] = res["phases"]
@@ -138,6 +154,7 @@ def main() -> None:
         "program": f"{os.path.basename(PROG)} {a.layers} {a.serve_s} (4 graphs, serving for {a.serve_s} s)",
         "rounds": a.rounds,
         "python": sys.version.split()[0],
+        "cpus": sorted(cpus) if cpus else None,
         "headline_mode": rec,
         "wall_s": {"bare": med("bare", "wall_s"), rec: med(rec, "wall_s")},
         "wall_ratio": med(rec, "wall_s") / med("bare", "wall_s"),
@@ -156,6 +173,16 @@ def main() -> None:
         "wall_ratio_per_round": {"median": statistics.median(pr := [r["wall_s"] / b["wall_s"]
                                                                     for r, b in zip(rows[rec], rows["bare"])]),
                                  "min": min(pr), "max": max(pr)},
+        # Fresh processes on the GPU machine ran either fast or ~1.5x slower throughout (every graph
+        # of the process, bare or recorded, pinned to CPUs or not): the paired ratios above mix the
+        # two whenever a bare and a recorded run of a round landed in different states. The fastest
+        # process of each mode compares like with like (each process: the median of its graphs
+        # after the first).
+        "capture_s_per_process": {m: [statistics.median(x["capture_s"][1:] or x["capture_s"]) for x in rows[m]]
+                                  for m in modes},
+        "capture_ratio_fastest_process": min(statistics.median(x["capture_s"][1:] or x["capture_s"])
+                                             for x in rows[rec])
+        / min(statistics.median(x["capture_s"][1:] or x["capture_s"]) for x in rows["bare"]),
         "record_phases_s": med_phases(rec),
         # --program phases: per graph of the program, the median of each part of its capture
         "capture_phases_by_graph": {m: [{k: statistics.median(x["capture_phases_s"][i][k] for x in rows[m])
