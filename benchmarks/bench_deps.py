@@ -426,8 +426,9 @@ def main() -> None:
                     jl, approx = med["json"][0], ""
                 else:
                     jl, approx = per_event_json.get(fmt, float("nan")) * info["events"], "~"
-                for k, lab in (("json", "json.load"), ("1", "cgtool deps, 1 process"), ("2", "cgtool deps, 2 processes"),
-                               ("1s", "1 process, scan off")):
+                labels = (("json", "json.load"), ("1", "cgtool deps, 1 process"),
+                          ("2", "cgtool deps, 2 processes"), ("1s", "1 process, scan off"))
+                for k, lab in labels:
                     if k in med:
                         s, rss, ch = med[k]
                         print(f"  {lab:26s} {s:7.2f} s (rounds: {', '.join(f'{x[0]:.2f}' for x in res[k])})  "
