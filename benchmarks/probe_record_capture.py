@@ -1,9 +1,11 @@
 """Where `cgtool record`'s capture+instantiate overhead goes, configuration by configuration, in one process.
 
     python benchmarks/probe_record_capture.py [--rounds 7] [--layers 24] [--out probe_record_capture.json]
+    python benchmarks/probe_record_capture.py --model gpt2 --configs bare,c_noop,recorder   # a real model
 
 Captures the server runner's model (tests/programs/server_runner.py: LAYERS blocks, batch sizes 8, 4,
-2, 1 sharing one pool) under each configuration in turn, rotating the order every round, and prints
+2, 1 sharing one pool; or with ``--model gpt2`` the GPT-2 decode step of
+sample_workloads/gpt2_decode.py, captured four times) under each configuration in turn, rotating the order every round, and prints
 the median capture+instantiate time per graph (the `with torch.cuda.graph(...)` block plus a
 synchronize, as the runner times it) and its ratio to the bare capture:
 
@@ -132,6 +134,10 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--out", default="probe_record_capture.json")
     ap.add_argument("--configs", default="", help="comma-separated configurations (default: all)")
+    ap.add_argument("--model", choices=("runner", "gpt2"), default="runner",
+                    help="runner: the server runner's model, batch sizes 8, 4, 2, 1 (4 graphs a round); gpt2: "
+                         "sample_workloads/gpt2_decode.py's decode step (GPT-2 small, random weights, ~300 "
+                         "nodes), captured 4 times a round into one pool")
     a = ap.parse_args()
 
     from cupti import cupti
@@ -196,15 +202,25 @@ def main() -> None:
         configs = [c for c in want if c in configs or c == "bare"]
     tmp = tempfile.mkdtemp()
 
-    runner = _runner()
-    runner.LAYERS = a.layers
-    HIDDEN, BATCH_SIZES = runner.HIDDEN, runner.BATCH_SIZES
-    torch.manual_seed(0)
-    model = runner.Model().cuda().eval()
-    static_in = {bs: torch.zeros(bs, HIDDEN, device="cuda") for bs in BATCH_SIZES}
+    if a.model == "runner":
+        runner = _runner()
+        runner.LAYERS = a.layers
+        HIDDEN, BATCH_SIZES = runner.HIDDEN, runner.BATCH_SIZES
+        torch.manual_seed(0)
+        model = runner.Model().cuda().eval()
+        static_in = {bs: torch.zeros(bs, HIDDEN, device="cuda") for bs in BATCH_SIZES}
+        steps = [lambda bs=bs: model(static_in[bs]) for bs in BATCH_SIZES]
+    else:  # a real model's decode step, as a server captures it
+        spec = importlib.util.spec_from_file_location("gpt2_decode", os.path.join(ROOT, "sample_workloads",
+                                                                                 "gpt2_decode.py"))
+        gpt2 = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(gpt2)  # type: ignore[union-attr]
+        step = gpt2.setup()
+        BATCH_SIZES = [1, 2, 3, 4]  # four captures of the same step a round (the label only)
+        steps = [step] * 4
     with torch.no_grad():
-        for bs in BATCH_SIZES:
-            model(static_in[bs])
+        for fn in steps:
+            fn()
     torch.cuda.synchronize()
 
     import gc
@@ -243,12 +259,12 @@ def main() -> None:
         pool = torch.cuda.graph_pool_handle()
         graphs, outs, times = [], [], []
         with torch.no_grad():
-            for bs in BATCH_SIZES:
+            for fn in steps:
                 g = torch.cuda.CUDAGraph()
                 gc.callbacks.append(gc_clock)
                 t0 = time.perf_counter()
                 with torch.cuda.graph(g, pool=pool):
-                    outs.append(model(static_in[bs]))
+                    outs.append(fn())
                 torch.cuda.synchronize()
                 times.append(time.perf_counter() - t0)
                 gc.callbacks.remove(gc_clock)
@@ -331,7 +347,7 @@ def main() -> None:
     # (every round captures the same graphs under each configuration), then the median.
     paired = {c: statistics.median(x / b for x, b in zip(v, samples["bare"])) for c, v in samples.items()}
     summary = {
-        "layers": a.layers, "rounds": a.rounds, "graphs_per_round": len(BATCH_SIZES),
+        "model": a.model, "layers": a.layers, "rounds": a.rounds, "graphs_per_round": len(BATCH_SIZES),
         "device": torch.cuda.get_device_name(), "torch": torch.__version__,
         "median_ms": {c: statistics.median(v) * 1e3 for c, v in samples.items()},
         "ratio_to_bare": {c: statistics.median(v) / bare for c, v in samples.items()},
