@@ -109,6 +109,10 @@ class GraphRecord:
     recorder_s: dict[str, float] = field(default_factory=dict)
 
 
+#: The parts of the graph-exec callback timed per graph (GraphRecord.recorder_s).
+_EXEC_PARTS = ("reserved", "export", "pool_and_stack", "environment_and_record")
+
+
 class Recorder:
     """Subscribes to CUPTI and writes every instantiated graph into ``out_dir``."""
 
@@ -149,7 +153,6 @@ class Recorder:
         self._started = time.time()
         self._t0 = time.perf_counter()
         self.timings: dict[str, float] = {}  # setup and finish phases, seconds
-        self._exec_phases: dict[str, float] = {}  # exec-created callback, summed over graphs, seconds
         self._node_calls_seen = self._node_ns_seen = 0  # the compiled node callbacks' totals at the last graph
         self.timeline: dict[str, float] = {}  # wall-clock stamps (time.time()) of the run's phases
         self._docs: dict[int, dict[str, Any]] = {}
@@ -642,12 +645,9 @@ class Recorder:
             self._by_exec[exec_] = rec
             self._take_launches(exec_)  # a reused handle starts again from 0
         self._last_capture_at = t4 = time.perf_counter()
-        ph = self._exec_phases  # where the exec-created callback's time goes (benchmarks/bench_record.py)
-        parts = (("reserved", t1 - t_inst_end), ("export", t2 - t1), ("pool_and_stack", t3 - t2),
-                 ("environment_and_record", t4 - t3))
-        for k, v in parts:
-            ph[k] = ph.get(k, 0.0) + v
-        rec.recorder_s.update(parts)
+        # where the exec-created callback's time goes (benchmarks/bench_record.py)
+        rec.recorder_s.update(reserved=t1 - t_inst_end, export=t2 - t1, pool_and_stack=t3 - t2,
+                              environment_and_record=t4 - t3)
         if self._nodecb is not None:
             calls, ns, _ = self._nodecb.stats()
             rec.recorder_s["node_callbacks"] = (ns - self._node_ns_seen) / 1e9
@@ -935,6 +935,17 @@ class Recorder:
         _write_json(os.path.join(self.out_dir, "trace.json"), trace)
         return "trace.json"
 
+    def _exec_totals(self) -> dict[str, float]:
+        """The graph-exec callback's parts summed over every graph so far (``exec_created_<part>_s``)."""
+        with self._lock:
+            recs = list(self.graphs)
+        out: dict[str, float] = {}
+        for r in recs:
+            for k in _EXEC_PARTS:
+                if k in r.recorder_s:
+                    out[f"exec_created_{k}_s"] = out.get(f"exec_created_{k}_s", 0.0) + r.recorder_s[k]
+        return out
+
     def write_index(self, *, finished: bool, exit_code: int | None = None, ledger: dict[str, Any] | None = None,
                     trace: str | None = None) -> None:
         with self._lock:
@@ -988,7 +999,7 @@ class Recorder:
                                for (d, c), v in sorted(stats.items())},
             "launch_callbacks": self._launch_callbacks + (
                 stats.get((self._D_DRV, min(self._drv_launch)), [0])[0] if self._counts_in_c() else 0),
-            "recorder_timings": {**self.timings, **{f"exec_created_{k}_s": v for k, v in self._exec_phases.items()}},
+            "recorder_timings": {**self.timings, **self._exec_totals()},
             "timeline": dict(self.timeline),
             "layout": getattr(getattr(self, "_L", None), "offsets", None),
         }
