@@ -83,8 +83,8 @@ def main() -> None:
                     help="bare, record, boot, coverage, record_pycb, record_lite (see the docstring)")
     ap.add_argument("--cpus", default="",
                     help="run every process (bare and recorded, and the recorded one's child) on these CPUs, "
-                         "e.g. 0-7: on the GPU machine a fresh process ran either fast or ~1.7x slower "
-                         "throughout, by where it was placed, which mixes two populations into the ratios")
+                         "e.g. 0-7 (on the H100 machines pinning did not remove the two states fresh "
+                         "processes run in: see capture_ratio_fastest_process)")
     a = ap.parse_args()
     PROG = PROGRAMS[a.program]
     cpus = _cpus(a.cpus) or None
@@ -149,6 +149,7 @@ def main() -> None:
         ph = [x["phases_s"] for x in rows[mode] if "phases_s" in x]
         return {k: statistics.median(p[k] for p in ph) for k in ph[0]} if ph else {}
 
+    per_process = {m: [statistics.median(x["capture_s"][1:] or x["capture_s"]) for x in rows[m]] for m in modes}
     rec = "record" if "record" in rows else next(m for m in modes if m != "bare")  # the headline mode
     summary = {
         "program": f"{os.path.basename(PROG)} {a.layers} {a.serve_s} (4 graphs, serving for {a.serve_s} s)",
@@ -178,11 +179,8 @@ def main() -> None:
         # two whenever a bare and a recorded run of a round landed in different states. The fastest
         # process of each mode compares like with like (each process: the median of its graphs
         # after the first).
-        "capture_s_per_process": {m: [statistics.median(x["capture_s"][1:] or x["capture_s"]) for x in rows[m]]
-                                  for m in modes},
-        "capture_ratio_fastest_process": min(statistics.median(x["capture_s"][1:] or x["capture_s"])
-                                             for x in rows[rec])
-        / min(statistics.median(x["capture_s"][1:] or x["capture_s"]) for x in rows["bare"]),
+        "capture_s_per_process": per_process,
+        "capture_ratio_fastest_process": min(per_process[rec]) / min(per_process["bare"]),
         "record_phases_s": med_phases(rec),
         # --program phases: per graph of the program, the median of each part of its capture
         "capture_phases_by_graph": {m: [{k: statistics.median(x["capture_phases_s"][i][k] for x in rows[m])
