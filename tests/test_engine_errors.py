@@ -6,7 +6,6 @@ so code that catches RuntimeError/TypeError or matches torch's text keeps workin
 
 import contextlib
 import gc
-import json
 import pickle
 import re
 import weakref

@@ -4,16 +4,18 @@ torch >= 2.8 provides capture, replay, ``keep_graph``, ``instantiate``, ``pool``
 ``raw_cuda_graph(_exec)``; this class adds what older builds lack, on cuda.bindings. It is a drop-in
 ``torch.cuda.CUDAGraph``: errors are raised as the exception type PyTorch raises (each engine error is
 also a cgtool error with its exit code, see ``cgtool.errors``), with PyTorch's message first, and
-PyTorch's own tests of these APIs run against it (``scripts/torch_tests/``).
+PyTorch's own tests of these APIs run against it (``scripts/torch_tests/``; their results by torch
+version in ``scripts/torch_tests/RESULTS.md``).
 
 =============================== ======================================================================
 method                          what differs by torch version
 =============================== ======================================================================
 capture_begin                   ``pool`` is a token or a ``torch.cuda.MemPool`` (kept alive until
                                 ``reset()``). ``check_input_liveness`` is cgtool's own tracker on
-                                torch >= 2.8 (``cgtool.capture.liveness``, PyTorch's semantics and
-                                messages); torch's own option is not used, so every version behaves
-                                alike. On the default stream: RuntimeError, PyTorch's message.
+                                torch >= 2.8 (``cgtool.capture.liveness``): the rules of upstream
+                                main's checker (newer than torch 2.13's ``torch.utils._cuda_debug``)
+                                and its messages; torch's own option is not used, so every version
+                                behaves alike. On the default stream: RuntimeError, PyTorch's message.
 capture_end_pre/post            not in any released torch: built here. The wrapped torch graph always
                                 keeps its template (``keep_graph=True`` underneath) so capture-end hooks
                                 and ``get_graph_data`` can read it; with ``keep_graph=False`` the
@@ -25,13 +27,20 @@ register_*_hook                 capture-end, post-instantiate, replay-start and 
 register_graph_instantiate_hook module level: a hook run for every engine graph after each
                                 instantiation, before the graph's own hooks; its errors are swallowed
                                 (upstream main, not released).
-export_dot / export_graph_data  hook factories (upstream main). ``export_graph_data`` writes the
-                                JSON export (gzip for ``.gz``), never a pickle as upstream does.
+export_dot / export_graph_data  hook factories (upstream main). ``export_graph_data(path)`` writes
+                                what PyTorch's writes, a pickle of the ``get_graph_data()`` dict, to
+                                any name but ``.json``/``.json.gz``, which get JSON (the format every
+                                cgtool command reads). cgtool writes the pickle for the drop-in only
+                                and never reads one.
 instantiate                     torch's; by the user only with ``keep_graph=True`` or between
                                 ``capture_end_pre`` and ``capture_end_post`` (else RuntimeError, as
                                 torch). Global, then per-graph hooks fire after each (re-)instantiation.
 replay                          checks input liveness first when asked; instantiates on first use.
-reset                           also releases the memory pool of a failed capture (torch 2.11 keeps it).
+reset                           also releases the memory pool of a failed capture (torch 2.11 keeps it)
+                                and the pools retained by ``pools()``.
+raw_cuda_graph, debug_dump      without a template: RuntimeError "No cudaGraph_t is available ..."
+                                (upstream main's words), then torch 2.11's ("You cannot access the raw
+                                cudaGraph_t instance unless ... keep_graph=true"), then cgtool's advice.
 debug_dump(path, verbose)       ``cudaGraphDebugDotPrint`` called directly (torch's needs debug mode).
 enable_debug_mode               same as ``keep_graph=True`` (as upstream now documents).
 get_graph_data                  torch 2.13 has it but needs a 13.1 driver; here ids come from the driver
@@ -39,9 +48,16 @@ get_graph_data                  torch 2.13 has it but needs a 13.1 driver; here 
                                 for the hooks of one instantiation (one object), fresh afterwards.
                                 Child-graph and conditional nodes are one top-level node each, with a
                                 UserWarning naming the kind; batch memory-op nodes are ``batch_mem_op``.
-pools                           torch tracks one pool per graph; ``pools()`` lists it and any pool
-                                passed at capture.
+pools                           upstream main (PR #187929): the capture pool, then every pool that
+                                ``torch.cuda.use_mem_pool`` made current during the capture; each is
+                                retained (one more use, its MemPool kept) until ``reset()``. torch <= 2.13
+                                has one pool per graph: while an engine capture is underway,
+                                ``torch.cuda.use_mem_pool`` is a stand-in that tells the engine (code
+                                holding its own reference to torch's function bypasses it).
 =============================== ======================================================================
+
+Not here: ``torch.cuda.Stream.is_capturing()`` (upstream main; a method of torch's stream class,
+absent from torch 2.11) -- use :func:`is_current_stream_capturing`.
 
 Use as ``with torch.cuda.stream(s), Graph() as g:`` or ``with s, g:`` in the style of
 ``torch.accelerator.Graph``, or through :func:`graph` like ``torch.cuda.graph``.
