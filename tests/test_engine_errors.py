@@ -665,3 +665,67 @@ def test_dispatch_mode_hands_op_names_and_tensors_to_the_rules(monkeypatch):
     copy = seen[names.index("aten::copy_")]
     assert copy[1][0] is a and copy[1][1] is b and copy[2][0] is a and copy[3] is False
     assert any(s[0] == "aten::_to_copy" and s[2][0] is c for s in seen)
+
+
+# ---------------------------------------------------------------------------------------- scripts/torch_tests
+def _torch_tests_run():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "torch_tests" / "run.py"
+    spec = importlib.util.spec_from_file_location("torch_tests_run", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_torch_tests_results_section_is_rendered_from_a_summary(tmp_path):
+    run = _torch_tests_run()
+    dbg = "test_cuda_graph_debug.py::TestCUDAGraphDebugInputs::"
+    res = {
+        "torch": {dbg + "test_nothing_dead": {"outcome": "failed", "message": "TypeError: no check_input_liveness"},
+                  dbg + "test_model": {"outcome": "passed", "message": ""}},
+        "engine": {dbg + "test_nothing_dead": {"outcome": "passed", "message": ""},
+                   dbg + "test_model": {"outcome": "error", "message": "RuntimeError: boom"}},
+    }
+    files = {f: {"present": f == "test_cuda_graph_debug.py", "sha256": "ab" * 32 if f == "test_cuda_graph_debug.py" else None,
+                 "pinned_commit": None, "pinned_sha256": "ab" * 32, "is_pinned_copy": True if f == "test_cuda_graph_debug.py" else None}
+             for f in run.UPSTREAM}
+    summary = run.summarize(res, ["torch", "engine"], {"torch": "2.11.0", "cuda": "13.0", "device": "H100"}, files)
+    assert run.engine_regressions(summary) == [dbg + "test_model"]
+    text = run.render(summary)
+    listed_seed = sum(1 for t, c in run.TESTS.items() if c == run.SEED)
+    # 2 seed tests ran in each mode; every other listed seed test did not
+    assert f"| torch | seed | 1/2 | 1 | 0 | 0 | {listed_seed - 2} |" in text
+    assert f"| engine | seed | 1/2 | 0 | 1 | 0 | {listed_seed - 2} |" in text
+    assert "- [engine] " + dbg + "test_model: RuntimeError: boom" in text
+    assert "(2 of 2 that ran)" in text and "`test_cuda.py` | missing" in text
+    md = tmp_path / "RESULTS.md"
+    md.write_text(f"# head\n\n{run.BEGIN}\nold\n{run.END}\n\n## tail\n")
+    run.write_results(md, text)
+    out = md.read_text()
+    assert out.startswith("# head\n") and out.endswith("## tail\n") and "old" not in out and text in out
+
+
+def test_torch_tests_selection_picks_ids_classes_and_seed_api_names():
+    import sys
+    from pathlib import Path
+
+    run = _torch_tests_run()
+    sys.path.insert(0, str(Path(run.__file__).parent / "shim"))
+    try:
+        import cgtool_select
+    finally:
+        sys.path.pop(0)
+    spec = {"ids": sorted(run.TESTS), "whole": run.WHOLE, "patterns": run.PATTERNS}
+    picked = {
+        "test_cuda.py::TestCuda::test_graph_mem_pool_arg_and_nested_use_mem_pool": True,  # listed
+        "test_cuda.py::TestCuda::test_graph_register_replay_hooks": True,  # a seed API by name
+        "test_cuda.py::TestCuda::test_cuda_graph_debug_dump_without_template": True,
+        "test_cuda.py::TestCuda::test_graph_cudnn_dropout": False,  # a graph test, not of the seed API
+        "test_cuda.py::TestCuda::test_memory_stats": False,
+        "test_cuda_graph_debug.py::TestCUDAGraphDebugTraining::test_training_multilayer": True,  # whole file
+        "test_cuda_graph_utils.py::TestGetGraphData::test_some_new_test": True,  # whole class
+        "test_cuda_graph_utils.py::TestMarkKernels::test_dict_annotation": False,  # not the engine's API
+    }
+    assert {k: cgtool_select.wanted(k, spec) for k in picked} == picked
