@@ -365,6 +365,20 @@ def test_pool_entered_twice_is_retained_once_and_torch_restored_after_a_failed_c
     assert side.use_count() == 1
 
 
+def test_a_graph_dropped_without_reset_gives_its_side_pools_back(monkeypatch):
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    side = AllocPool(alloc, (0, 8))
+    g = make(keep_graph=True, torch=torch)
+    g.capture_begin()
+    with torch.cuda.use_mem_pool(side):
+        pass
+    g.capture_end()
+    assert side.use_count() == 2
+    del g
+    gc.collect()
+    assert side.use_count() == 1  # the MemPool object's own use, as before the capture
+
+
 def test_use_mem_pool_outside_any_capture_is_not_retained(monkeypatch):
     torch, alloc, torch_use_mem_pool = torch_with_pools(monkeypatch)
     side = AllocPool(alloc, (0, 6))

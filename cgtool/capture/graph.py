@@ -424,6 +424,18 @@ class Graph:
         self._pools.clear()
         self._mempools.clear()
 
+    def __del__(self) -> None:
+        # As torch's CUDAGraph releases its pool when destroyed: give back the side pools this graph
+        # retained (their MemPool objects go with the graph's attributes, after this).
+        refs = getattr(self, "_pool_refs", None)
+        if refs:
+            for device, pool_id in refs:
+                try:
+                    _release_pool(self._torch, device, pool_id)
+                except Exception:  # a destructor, possibly at interpreter exit: never raise
+                    pass
+            refs.clear()
+
     # ------------------------------------------------------------------ pools and raw handles
     def pool(self) -> Any:
         """An opaque token of this graph's memory pool, to share it with another capture."""
