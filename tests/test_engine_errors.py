@@ -4,8 +4,10 @@ Expected messages are PyTorch's (the regexes are those of PyTorch's own tests in
 so code that catches RuntimeError/TypeError or matches torch's text keeps working on the engine.
 """
 
+import contextlib
 import gc
-import json
+import pickle
+import re
 import weakref
 from types import SimpleNamespace
 
@@ -23,16 +25,50 @@ from cgtool.errors import (
 )
 
 
+class FakeAllocator:
+    """Pool use counts and the pools allocation is routed to, with the checks torch's allocator makes."""
+
+    def __init__(self):
+        self.use_count = {}
+        self.recording = []  # pool ids allocation is routed to, as torch's captures_underway
+        self.freed = []  # pools whose use count reached 0
+
+    def incref(self, pool):
+        self.use_count[pool] = self.use_count.get(pool, 0) + 1
+
+    def begin(self, device, pool):  # torch._C._cuda_beginAllocateCurrentThreadToPool
+        if pool in self.recording:
+            raise RuntimeError("beginAllocateToPool: already recording to mempool_id")
+        self.incref(pool)
+        self.recording.append(pool)
+
+    def end(self, device, pool):  # torch._C._cuda_endAllocateToPool
+        if pool not in self.recording:
+            raise RuntimeError("endAllocatePool: not currently recording to mempool_id")
+        self.recording.remove(pool)
+
+    def release(self, device, pool):  # torch._C._cuda_releasePool
+        self.use_count[pool] -= 1
+        if self.use_count[pool] == 0:
+            self.freed.append(pool)
+
+
 class FakeTorchGraph:
-    """Records calls; stands in for torch.cuda.CUDAGraph(keep_graph=True)."""
+    """Records calls; stands in for torch.cuda.CUDAGraph(keep_graph=True) (its pool use counts too)."""
+
+    allocator = None  # set by fake_torch: the allocator whose pools capture_begin/reset count
 
     def __init__(self, keep_graph=True, fail_end=False, fail_replay=False):
         self.calls = []
         self.fail_end = fail_end
         self.fail_replay = fail_replay
+        self._pool = None
 
     def capture_begin(self, *a, **k):
         self.calls.append(("capture_begin", a, k))
+        self._pool = a[0]
+        if self.allocator is not None:
+            self.allocator.incref(self._pool)  # torch's capture_begin: beginAllocateToPool
 
     def capture_end(self):
         self.calls.append(("capture_end",))
@@ -49,6 +85,9 @@ class FakeTorchGraph:
 
     def reset(self):
         self.calls.append(("reset",))
+        if self.allocator is not None and self._pool is not None and not self.fail_end:
+            self.allocator.release(0, self._pool)  # torch's reset releases the pool it captured to
+        self._pool = None
 
     def pool(self):
         return (0, 7)
@@ -64,18 +103,41 @@ class FakeMemPool:
     id = (0, 99)
 
 
-def fake_torch(stream="side", version="2.11.0", released=None):
+class FakeStream:
+    def __init__(self, name, handle):
+        self.name, self.cuda_stream, self.device_index = name, handle, 0
+
+    def __eq__(self, other):
+        return isinstance(other, FakeStream) and other.name == self.name
+
+    __hash__ = None
+
+
+def fake_torch(stream="side", version="2.11.0", released=None, allocator=None, capturing=lambda: True):
     released = [] if released is None else released
-    return SimpleNamespace(
+    streams = {"side": FakeStream("side", 11), "default": FakeStream("default", 0)}
+    cur = {"stream": streams[stream]}
+    c = SimpleNamespace(_cuda_releasePool=lambda dev, pool: released.append((dev, pool)))
+    if allocator is not None:
+        c = SimpleNamespace(
+            _cuda_releasePool=allocator.release,
+            _cuda_beginAllocateCurrentThreadToPool=allocator.begin,
+            _cuda_endAllocateToPool=allocator.end,
+        )
+    torch = SimpleNamespace(
         __version__=version,
         cuda=SimpleNamespace(
-            current_stream=lambda: stream,
-            default_stream=lambda: "default",
+            current_stream=lambda: cur["stream"],
+            default_stream=lambda: streams["default"],
             current_device=lambda: 0,
+            _get_device_index=lambda d: int(d),
+            is_current_stream_capturing=capturing,
             MemPool=FakeMemPool,
         ),
-        _C=SimpleNamespace(_cuda_releasePool=lambda dev, pool: released.append((dev, pool))),
+        _C=c,
     )
+    torch.set_stream = lambda name: cur.update(stream=streams.get(name) or FakeStream(name, 1000 + len(name)))
+    return torch
 
 
 @pytest.fixture(autouse=True)
@@ -128,10 +190,26 @@ def test_keep_graph_false_instantiate_and_raw_graph_are_torch_runtime_errors():
     assert g._g.calls.count(("instantiate",)) == 1  # capture_end instantiated it
     with pytest.raises(RuntimeError, match=r"instantiate\(\) is intended to be called by the user only when keep_graph=true"):
         g.instantiate()
-    with pytest.raises(RuntimeError, match=r"You cannot access the raw (cuda|hip)Graph_t instance unless CUDAGraph was initialized with keep_graph=true"):
+    with pytest.raises(RuntimeError, match=r"No (cuda|hip)Graph_t is available") as e:  # upstream main
         g.raw_cuda_graph()
+    # torch 2.11's wording, which older copies of PyTorch's tests match, follows; cgtool's advice last
+    assert re.search(r"You cannot access the raw (cuda|hip)Graph_t instance unless CUDAGraph was "
+                     r"initialized with keep_graph=true", str(e.value))
+    assert str(e.value).startswith("No cudaGraph_t is available")
+    assert str(e.value).rstrip().endswith("to inspect or dump it after capture.")
     with pytest.raises(RuntimeError):  # PyTorch's TestGetGraphData.test_keep_graph_false_raises
         g.get_graph_data()
+
+
+@pytest.mark.parametrize("when", ["before capture", "after capture, keep_graph=False"])
+def test_debug_dump_without_template_is_the_no_graph_error(when, tmp_path):
+    # PyTorch's test_graph_debugdump: RuntimeError "No (cuda|hip)Graph_t is available", whether or
+    # not cuda.bindings is installed (the template is checked first).
+    g = make(keep_graph=False) if when == "before capture" else captured(keep_graph=False)
+    with pytest.raises(RuntimeError, match=r"No (cuda|hip)Graph_t is available") as e:
+        g.debug_dump(str(tmp_path / "g.dot"))
+    assert ("Nothing has been captured yet" in str(e.value)) == (when == "before capture")
+    assert not (tmp_path / "g.dot").exists()
 
 
 def test_instantiate_between_pre_and_post_is_allowed_with_keep_graph_false():
@@ -203,6 +281,115 @@ def test_aborted_valid_capture_is_released_by_torch_not_twice():
             raise ValueError("body failed")
     g.reset()
     assert released == []  # torch's capture_end succeeded: its own reset() releases the pool
+
+
+class AllocPool:
+    """A torch.cuda.MemPool over FakeAllocator: creating it counts one use, deleting it releases it."""
+
+    def __init__(self, allocator, pool_id):
+        self.allocator, self.id = allocator, pool_id
+        allocator.incref(pool_id)
+
+    def use_count(self):
+        return self.allocator.use_count[self.id]
+
+    def __del__(self):
+        self.allocator.release(0, self.id)
+
+
+def torch_with_pools(monkeypatch):
+    """A fake torch whose MemPool, use_mem_pool and CUDAGraph count pool uses like torch 2.11's."""
+    alloc = FakeAllocator()
+    torch = fake_torch(allocator=alloc)
+
+    @contextlib.contextmanager
+    def use_mem_pool(pool, device=None):  # torch 2.11/2.13's: begin, yield, end, release
+        alloc.begin(0, pool.id)
+        try:
+            yield
+        finally:
+            alloc.end(0, pool.id)
+            alloc.release(0, pool.id)
+
+    torch.cuda.MemPool = AllocPool
+    torch.cuda.memory = SimpleNamespace(use_mem_pool=use_mem_pool)
+    torch.cuda.use_mem_pool = use_mem_pool
+    monkeypatch.setattr(FakeTorchGraph, "allocator", alloc)
+    return torch, alloc, use_mem_pool
+
+
+def test_pool_arg_and_nested_use_mem_pool_are_retained_until_reset(monkeypatch):
+    # PyTorch's test_graph_mem_pool_arg_and_nested_use_mem_pool (upstream PR #187929), on fakes:
+    # the expected counts are those of upstream's design (one use for the MemPool object, one for the
+    # graph that retains it), not read from the engine.
+    torch, alloc, torch_use_mem_pool = torch_with_pools(monkeypatch)
+    default_pool, side_pool = AllocPool(alloc, (0, 1)), AllocPool(alloc, (0, 2))
+    g = make(keep_graph=False, torch=torch)
+    g.capture_begin(pool=default_pool)
+    assert torch.cuda.use_mem_pool is not torch_use_mem_pool  # the engine's stand-in, while capturing
+    with torch.cuda.use_mem_pool(side_pool):
+        assert alloc.recording[-1] == side_pool.id  # allocation is still routed by torch's own
+    g.capture_end()
+    assert torch.cuda.use_mem_pool is torch_use_mem_pool and torch.cuda.memory.use_mem_pool is torch_use_mem_pool
+    assert set(g.pools()) == {default_pool.id, side_pool.id}
+    assert g.pools()[0] == default_pool.id  # the capture pool first, as g.pool()
+    assert (default_pool.use_count(), side_pool.use_count()) == (2, 2)
+    side_ref = weakref.ref(side_pool)
+    del side_pool
+    gc.collect()
+    assert alloc.use_count[(0, 2)] > 0 and alloc.freed == []  # the graph still holds the side pool
+    g.replay()
+    assert g._g.calls[-1] == ("replay",)
+    g.reset()
+    gc.collect()
+    assert default_pool.use_count() == 1
+    assert side_ref() is None and alloc.freed == [(0, 2)]
+    assert alloc.recording == []
+
+
+def test_pool_entered_twice_is_retained_once_and_torch_restored_after_a_failed_capture(monkeypatch):
+    torch, alloc, torch_use_mem_pool = torch_with_pools(monkeypatch)
+    side = AllocPool(alloc, (0, 5))
+    g = make(keep_graph=True, torch=torch)
+    with pytest.raises(ValueError):
+        with _ctx(g):
+            with torch.cuda.use_mem_pool(side):
+                pass
+            with torch.cuda.use_mem_pool(side):
+                pass
+            raise ValueError("body failed")
+    assert torch.cuda.use_mem_pool is torch_use_mem_pool  # the capture is over: torch's own again
+    assert [tuple(p) for p in g.pools()].count((0, 5)) == 1
+    assert side.use_count() == 2
+    g.reset()
+    assert side.use_count() == 1
+
+
+def test_a_graph_dropped_without_reset_gives_its_side_pools_back(monkeypatch):
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    side = AllocPool(alloc, (0, 8))
+    g = make(keep_graph=True, torch=torch)
+    g.capture_begin()
+    with torch.cuda.use_mem_pool(side):
+        pass
+    g.capture_end()
+    assert side.use_count() == 2
+    del g
+    gc.collect()
+    assert side.use_count() == 1  # the MemPool object's own use, as before the capture
+
+
+def test_use_mem_pool_outside_any_capture_is_not_retained(monkeypatch):
+    torch, alloc, torch_use_mem_pool = torch_with_pools(monkeypatch)
+    side = AllocPool(alloc, (0, 6))
+    g = make(keep_graph=True, torch=fake_torch(allocator=alloc, capturing=lambda: False))
+    g._torch.cuda.memory = torch.cuda.memory
+    g._torch.cuda.use_mem_pool = torch_use_mem_pool
+    g.capture_begin()
+    with g._torch.cuda.use_mem_pool(side):  # the stream is not capturing: nothing to retain
+        pass
+    g.capture_end()
+    assert (0, 6) not in [tuple(p) for p in g.pools()] and side.use_count() == 1
 
 
 class _ctx:
@@ -297,13 +484,48 @@ def test_nested_node_warns_naming_the_kind(monkeypatch, kind):
     assert [n["node_type"] for n in data["nodes"]].count(kind) == 1
 
 
-def test_export_graph_data_hook_writes_json(fake_export, tmp_path):
-    path = tmp_path / "g.json"
+EXPORTED = {"exec_graph_id": 5, "nodes": [{"index": 0, "node_type": "kernel"}]}  # what fake_export returns
+
+
+@pytest.mark.parametrize("name", ["g.json", "g.JSON", "g.json.gz"])
+def test_export_graph_data_hook_writes_json_to_a_json_name(fake_export, tmp_path, name):
+    from cgtool.artifacts.jsonio import load_json
+
+    path = tmp_path / name
     g = make(keep_graph=False)
     g.register_post_instantiate_hook(eng.export_graph_data(path))
     g.capture_begin()
     g.capture_end()  # keep_graph=False: instantiates while the template is live
-    assert json.loads(path.read_text()) == {"exec_graph_id": 5, "nodes": [{"index": 0, "node_type": "kernel"}]}
+    assert load_json(path) == EXPORTED
+
+
+@pytest.mark.parametrize("name", ["kept.pkl", "graph.data", "noext"])
+def test_export_graph_data_hook_writes_what_pytorch_writes_to_any_other_name(fake_export, tmp_path, name):
+    # PyTorch's hook pickles the dict (its test_export_graph_data_hook pickle.load()s the file). The
+    # bytes are compared with the standard pickle of the same dict: nothing is unpickled here.
+    path = tmp_path / name
+    g = make(keep_graph=True)
+    g.capture_begin()
+    g.capture_end()
+    g.register_post_instantiate_hook(eng.export_graph_data(path))
+    g.instantiate()
+    assert path.read_bytes() == pickle.dumps(EXPORTED, protocol=pickle.DEFAULT_PROTOCOL)
+    g.instantiate()  # each instantiation rewrites the file
+    assert path.read_bytes() == pickle.dumps(EXPORTED, protocol=pickle.DEFAULT_PROTOCOL)
+
+
+def test_cgtool_refuses_to_read_the_pickle_it_wrote_for_the_drop_in(fake_export, tmp_path):
+    from cgtool.artifacts.jsonio import load_json
+    from cgtool.errors import InvalidInputError
+
+    path = tmp_path / "kept.pkl"
+    g = make(keep_graph=True)
+    g.capture_begin()
+    g.capture_end()
+    g.register_post_instantiate_hook(eng.export_graph_data(path))
+    g.instantiate()
+    with pytest.raises(InvalidInputError, match="not valid JSON|are not JSON"):
+        load_json(path)
 
 
 # ---------------------------------------------------------------------------------------- liveness
@@ -335,3 +557,189 @@ def test_liveness_tracker_reports_dead_input_with_stacks():
     for part in ("creation traceback (python)", "deletion traceback (python)", "drop_it", "replay traceback (python)"):
         assert part in msg, part
     assert isinstance(e.value, CaptureError)
+
+
+class FakeStorage:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def data_ptr(self):
+        return self.ptr
+
+
+class FakeTensor:
+    """What the liveness rules read of a tensor: device, address, pinned-ness, storage."""
+
+    def __init__(self, ptr, *, cuda=True, pinned=False, device=0):
+        self.ptr, self.is_cuda, self.pinned = ptr, cuda, pinned
+        self.device = SimpleNamespace(index=device if cuda else None)
+        self.storage = FakeStorage(ptr)
+
+    def data_ptr(self):
+        return self.ptr
+
+    def is_pinned(self):
+        return self.pinned
+
+    def untyped_storage(self):
+        return self.storage
+
+
+def tracker(torch=None, capture_pool=None):
+    from cgtool.capture.liveness import LivenessTracker
+
+    return LivenessTracker(torch or SimpleNamespace(), capture_pool)
+
+
+# The rules below are those of PyTorch's checker (upstream main, mid-2026) as its own tests state them:
+# test_ops_without_cuda_output_not_tracked, test_pinned_memory_tensor_tracked,
+# test_pinned_memory_not_tracked_for_non_copy_ops, test_empty_tensor_not_tracked,
+# test_non_capturing_stream_inputs_not_tracked, test_shared_pool_tensor_not_tracked.
+def test_op_without_cuda_output_tracks_nothing():
+    tr = tracker()
+    x = FakeTensor(0x1000)
+    tr.observe("aten::equal", [x, x], [], capturing=True)  # torch.equal returns a Python bool
+    tr.observe("aten::sum", [x], [FakeTensor(0x9000, cuda=False)], capturing=True)  # a host result
+    assert tr.external_inputs == {}
+
+
+def test_nothing_is_tracked_while_the_stream_is_not_capturing():
+    tr = tracker()
+    tr.observe("aten::mul.Tensor", [FakeTensor(0x1000)], [FakeTensor(0x2000)], capturing=False)
+    assert tr.external_inputs == {} and tr.internal_outputs == set()
+
+
+@pytest.mark.parametrize("op, tracked", [("aten::copy_", True), ("aten::_to_copy", True), ("aten::mul.Tensor", False)])
+def test_pinned_host_input_tracked_only_by_copy_ops(op, tracked):
+    tr = tracker()
+    pinned, pageable, dest = FakeTensor(0x7000, cuda=False, pinned=True), FakeTensor(0x8000, cuda=False), FakeTensor(0x1000)
+    tr.observe(op, [dest, pinned, pageable], [dest], capturing=True)
+    assert (0x7000 in tr.external_inputs) is tracked
+    assert 0x8000 not in tr.external_inputs  # pageable host memory: never
+    assert 0x1000 in tr.external_inputs  # the CUDA destination, read-modify-written, is an input
+
+
+def test_empty_tensor_and_outputs_are_not_inputs():
+    tr = tracker()
+    x, empty, y = FakeTensor(0x1000), FakeTensor(0), FakeTensor(0x2000)
+    tr.observe("aten::view", [empty], [FakeTensor(0)], capturing=True)
+    tr.observe("aten::mul.Tensor", [x], [y], capturing=True)
+    tr.observe("aten::add.Tensor", [y, x], [FakeTensor(0x3000)], capturing=True)  # y was made inside
+    assert sorted(tr.external_inputs) == [0x1000]
+    assert {0x2000, 0x3000} <= tr.internal_outputs
+
+
+@pytest.mark.parametrize("source", ["block ids", "segments"])
+def test_cuda_input_in_the_capture_pool_is_not_tracked(source):
+    pool = (0, 3)
+    seg = {"device": 0, "address": 0x10_0000, "total_size": 0x20_0000, "segment_pool_id": pool}
+    other = {"device": 0, "address": 0x80_0000, "total_size": 0x20_0000, "segment_pool_id": (0, 0)}
+    c = SimpleNamespace()
+    if source == "block ids":  # upstream main's binding: the pool of the block holding an address
+
+        def block_pool(device, ptr):
+            return next((s["segment_pool_id"] for s in (seg, other) if s["address"] <= ptr < s["address"] + s["total_size"]), (0, 0))
+
+        c._cuda_getBlockMempoolId = block_pool
+    torch = SimpleNamespace(_C=c, cuda=SimpleNamespace(memory_snapshot=lambda: [seg, other]))
+    tr = tracker(torch, (0, pool))
+    shared = FakeTensor(0x10_0400)  # made by an earlier capture into the same pool
+    outside = FakeTensor(0x80_0400)
+    tr.observe("aten::add.Tensor", [shared, outside], [FakeTensor(0x20_0000)], capturing=True)
+    assert sorted(tr.external_inputs) == [0x80_0400]
+
+
+def test_the_default_pool_id_is_never_a_capture_pool():
+    torch = SimpleNamespace(_C=SimpleNamespace(), cuda=SimpleNamespace(memory_snapshot=lambda: pytest.fail("no snapshot needed")))
+    tr = tracker(torch, (0, (0, 0)))
+    tr.observe("aten::neg", [FakeTensor(0x1000)], [FakeTensor(0x2000)], capturing=True)
+    assert sorted(tr.external_inputs) == [0x1000]
+
+
+def test_dispatch_mode_hands_op_names_and_tensors_to_the_rules(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from cgtool.capture import liveness
+
+    seen = []
+    # the CPU build's is_current_stream_capturing is a stub that raises: this build never captures
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    tr = liveness.LivenessTracker(torch)
+    monkeypatch.setattr(tr, "observe", lambda name, ins, outs, capturing: seen.append((name, ins, outs, capturing)))
+    a, b = torch.ones(3), torch.zeros(3)
+    tr.start()
+    try:
+        eq = torch.equal(a, a)
+        a.copy_(b)
+        c = a.to(torch.float64)
+    finally:
+        tr.stop()
+    assert eq is True
+    names = [s[0] for s in seen]
+    assert "aten::equal" not in names  # no tensor result: the rules are not even asked
+    copy = seen[names.index("aten::copy_")]
+    assert copy[1][0] is a and copy[1][1] is b and copy[2][0] is a and copy[3] is False
+    assert any(s[0] == "aten::_to_copy" and s[2][0] is c for s in seen)
+
+
+# ---------------------------------------------------------------------------------------- scripts/torch_tests
+def _torch_tests_run():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "torch_tests" / "run.py"
+    spec = importlib.util.spec_from_file_location("torch_tests_run", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_torch_tests_results_section_is_rendered_from_a_summary(tmp_path):
+    run = _torch_tests_run()
+    dbg = "test_cuda_graph_debug.py::TestCUDAGraphDebugInputs::"
+    res = {
+        "torch": {dbg + "test_nothing_dead": {"outcome": "failed", "message": "TypeError: no check_input_liveness"},
+                  dbg + "test_model": {"outcome": "passed", "message": ""}},
+        "engine": {dbg + "test_nothing_dead": {"outcome": "passed", "message": ""},
+                   dbg + "test_model": {"outcome": "error", "message": "RuntimeError: boom"}},
+    }
+    files = {f: {"present": f == "test_cuda_graph_debug.py", "sha256": "ab" * 32 if f == "test_cuda_graph_debug.py" else None,
+                 "pinned_commit": None, "pinned_sha256": "ab" * 32, "is_pinned_copy": True if f == "test_cuda_graph_debug.py" else None}
+             for f in run.UPSTREAM}
+    summary = run.summarize(res, ["torch", "engine"], {"torch": "2.11.0", "cuda": "13.0", "device": "H100"}, files)
+    assert run.engine_regressions(summary) == [dbg + "test_model"]
+    text = run.render(summary)
+    listed_seed = sum(1 for t, c in run.TESTS.items() if c == run.SEED)
+    # 2 seed tests ran in each mode; every other listed seed test did not
+    assert f"| torch | seed | 1/2 | 1 | 0 | 0 | {listed_seed - 2} |" in text
+    assert f"| engine | seed | 1/2 | 0 | 1 | 0 | {listed_seed - 2} |" in text
+    assert "- [engine] " + dbg + "test_model: RuntimeError: boom" in text
+    assert "(2 of 2 that ran)" in text and "`test_cuda.py` | missing" in text
+    md = tmp_path / "RESULTS.md"
+    md.write_text(f"# head\n\n{run.BEGIN}\nold\n{run.END}\n\n## tail\n")
+    run.write_results(md, text)
+    out = md.read_text()
+    assert out.startswith("# head\n") and out.endswith("## tail\n") and "old" not in out and text in out
+
+
+def test_torch_tests_selection_picks_ids_classes_and_seed_api_names():
+    import sys
+    from pathlib import Path
+
+    run = _torch_tests_run()
+    sys.path.insert(0, str(Path(run.__file__).parent / "shim"))
+    try:
+        import cgtool_select
+    finally:
+        sys.path.pop(0)
+    spec = {"ids": sorted(run.TESTS), "whole": run.WHOLE, "patterns": run.PATTERNS}
+    picked = {
+        "test_cuda.py::TestCuda::test_graph_mem_pool_arg_and_nested_use_mem_pool": True,  # listed
+        "test_cuda.py::TestCuda::test_graph_register_replay_hooks": True,  # a seed API by name
+        "test_cuda.py::TestCuda::test_cuda_graph_debug_dump_without_template": True,
+        "test_cuda.py::TestCuda::test_graph_cudnn_dropout": False,  # a graph test, not of the seed API
+        "test_cuda.py::TestCuda::test_memory_stats": False,
+        "test_cuda_graph_debug.py::TestCUDAGraphDebugTraining::test_training_multilayer": True,  # whole file
+        "test_cuda_graph_utils.py::TestGetGraphData::test_some_new_test": True,  # whole class
+        "test_cuda_graph_utils.py::TestMarkKernels::test_dict_annotation": False,  # not the engine's API
+    }
+    assert {k: cgtool_select.wanted(k, spec) for k in picked} == picked

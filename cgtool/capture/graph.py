@@ -4,16 +4,18 @@ torch >= 2.8 provides capture, replay, ``keep_graph``, ``instantiate``, ``pool``
 ``raw_cuda_graph(_exec)``; this class adds what older builds lack, on cuda.bindings. It is a drop-in
 ``torch.cuda.CUDAGraph``: errors are raised as the exception type PyTorch raises (each engine error is
 also a cgtool error with its exit code, see ``cgtool.errors``), with PyTorch's message first, and
-PyTorch's own tests of these APIs run against it (``scripts/torch_tests/``).
+PyTorch's own tests of these APIs run against it (``scripts/torch_tests/``; their results by torch
+version in ``scripts/torch_tests/RESULTS.md``).
 
 =============================== ======================================================================
 method                          what differs by torch version
 =============================== ======================================================================
 capture_begin                   ``pool`` is a token or a ``torch.cuda.MemPool`` (kept alive until
                                 ``reset()``). ``check_input_liveness`` is cgtool's own tracker on
-                                torch >= 2.8 (``cgtool.capture.liveness``, PyTorch's semantics and
-                                messages); torch's own option is not used, so every version behaves
-                                alike. On the default stream: RuntimeError, PyTorch's message.
+                                torch >= 2.8 (``cgtool.capture.liveness``): the rules of upstream
+                                main's checker (newer than torch 2.13's ``torch.utils._cuda_debug``)
+                                and its messages; torch's own option is not used, so every version
+                                behaves alike. On the default stream: RuntimeError, PyTorch's message.
 capture_end_pre/post            not in any released torch: built here. The wrapped torch graph always
                                 keeps its template (``keep_graph=True`` underneath) so capture-end hooks
                                 and ``get_graph_data`` can read it; with ``keep_graph=False`` the
@@ -25,13 +27,20 @@ register_*_hook                 capture-end, post-instantiate, replay-start and 
 register_graph_instantiate_hook module level: a hook run for every engine graph after each
                                 instantiation, before the graph's own hooks; its errors are swallowed
                                 (upstream main, not released).
-export_dot / export_graph_data  hook factories (upstream main). ``export_graph_data`` writes the
-                                JSON export (gzip for ``.gz``), never a pickle as upstream does.
+export_dot / export_graph_data  hook factories (upstream main). ``export_graph_data(path)`` writes
+                                what PyTorch's writes, a pickle of the ``get_graph_data()`` dict, to
+                                any name but ``.json``/``.json.gz``, which get JSON (the format every
+                                cgtool command reads). cgtool writes the pickle for the drop-in only
+                                and never reads one.
 instantiate                     torch's; by the user only with ``keep_graph=True`` or between
                                 ``capture_end_pre`` and ``capture_end_post`` (else RuntimeError, as
                                 torch). Global, then per-graph hooks fire after each (re-)instantiation.
 replay                          checks input liveness first when asked; instantiates on first use.
-reset                           also releases the memory pool of a failed capture (torch 2.11 keeps it).
+reset                           also releases the memory pool of a failed capture (torch 2.11 keeps it)
+                                and the pools retained by ``pools()``.
+raw_cuda_graph, debug_dump      without a template: RuntimeError "No cudaGraph_t is available ..."
+                                (upstream main's words), then torch 2.11's ("You cannot access the raw
+                                cudaGraph_t instance unless ... keep_graph=true"), then cgtool's advice.
 debug_dump(path, verbose)       ``cudaGraphDebugDotPrint`` called directly (torch's needs debug mode).
 enable_debug_mode               same as ``keep_graph=True`` (as upstream now documents).
 get_graph_data                  torch 2.13 has it but needs a 13.1 driver; here ids come from the driver
@@ -39,9 +48,16 @@ get_graph_data                  torch 2.13 has it but needs a 13.1 driver; here 
                                 for the hooks of one instantiation (one object), fresh afterwards.
                                 Child-graph and conditional nodes are one top-level node each, with a
                                 UserWarning naming the kind; batch memory-op nodes are ``batch_mem_op``.
-pools                           torch tracks one pool per graph; ``pools()`` lists it and any pool
-                                passed at capture.
+pools                           upstream main (PR #187929): the capture pool, then every pool that
+                                ``torch.cuda.use_mem_pool`` made current during the capture; each is
+                                retained (one more use, its MemPool kept) until ``reset()``. torch <= 2.13
+                                has one pool per graph: while an engine capture is underway,
+                                ``torch.cuda.use_mem_pool`` is a stand-in that tells the engine (code
+                                holding its own reference to torch's function bypasses it).
 =============================== ======================================================================
+
+Not here: ``torch.cuda.Stream.is_capturing()`` (upstream main; a method of torch's stream class,
+absent from torch 2.11) -- use :func:`is_current_stream_capturing`.
 
 Use as ``with torch.cuda.stream(s), Graph() as g:`` or ``with s, g:`` in the style of
 ``torch.accelerator.Graph``, or through :func:`graph` like ``torch.cuda.graph``.
@@ -49,9 +65,13 @@ Use as ``with torch.cuda.stream(s), Graph() as g:`` or ``with s, g:`` in the sty
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import pickle
 import time
 import warnings
 from collections import OrderedDict
+from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable
@@ -61,6 +81,14 @@ from cgtool.capture.liveness import LivenessTracker, TrackedInput
 from cgtool.errors import GraphCaptureError, GraphUsageError, UsageError
 
 Hook = Callable[["Graph"], None]
+
+#: PyTorch's messages when the template is gone (upstream main, then torch 2.11's), matched by code and
+#: PyTorch's own tests; cgtool's advice follows them.
+NO_GRAPH_T = (
+    "No cudaGraph_t is available: either capture_end() has not been called, or the underlying "
+    "cudaGraph_t was destroyed (keep_graph=false, and capture has been finalized). You cannot access "
+    "the raw cudaGraph_t instance unless CUDAGraph was initialized with keep_graph=true."
+)
 
 #: Node kinds whose body is a separate cudaGraph_t that cudaGraphGetNodes does not descend into.
 NESTED_KINDS = ("child_graph", "conditional")
@@ -184,8 +212,10 @@ class Graph:
         self._post_instantiate_hooks: OrderedDict[int, Hook] = OrderedDict()
         self._replay_start_hooks: OrderedDict[int, Hook] = OrderedDict()
         self._replay_end_hooks: OrderedDict[int, Hook] = OrderedDict()
-        self._pools: list[Any] = []
-        self._mempools: list[Any] = []  # MemPool objects passed at capture: kept alive until reset()
+        self._pools: list[Any] = []  # ids of the pools this graph retains: the capture's, then side pools
+        self._mempools: list[Any] = []  # MemPool objects of those pools: kept alive until reset()
+        self._pool_refs: list[tuple[int, Any]] = []  # (device, id) of side pools whose use count we raised
+        self._capture_key: tuple[int, int] | None = None  # where this graph's capture runs, while it runs
         self._state = GraphState.NEW
         self._template_live = False
         self._instantiated = False
@@ -233,18 +263,18 @@ class Graph:
                 f"check_input_liveness needs torch 2.8 or newer (this is {torch.__version__}). "
                 "Drop the option, or upgrade torch."
             )
+        mem_pool = None
         if pool is None:
             # A fresh pool of our own, as torch makes when given none; but with its id known before
             # the capture (torch's pool() refuses until capture ends), to release it if capture fails.
             pool_id = torch_originals(torch)["graph_pool_handle"]()
         elif _is_mem_pool(torch, pool):
-            pool_id = pool.id
-            self._mempools.append(pool)  # as torch does: the graph keeps the MemPool alive
-            self._pools.append(pool_id)
+            pool_id, mem_pool = pool.id, pool
         else:
             pool_id = pool
-            self._pools.append(pool_id)
         device = torch.cuda.current_device()
+        # Built before the capture begins: it reads the allocator's segments of the capture pool.
+        tracker = LivenessTracker(torch, (device, pool_id)) if liveness else None
         self._state = GraphState.CAPTURING
         self._t_begin = time.perf_counter()
         try:
@@ -253,15 +283,23 @@ class Graph:
             self._state = GraphState.NEW
             raise
         self._capture_pool = (device, pool_id)
-        if liveness:
+        self._pools.append(pool_id)
+        if mem_pool is not None:
+            self._mempools.append(mem_pool)  # as torch does: the graph keeps the MemPool alive
+        self._capture_key = _watch_pools_entered(torch, self)
+        if tracker is not None:
             try:
-                self._tracker = LivenessTracker(torch)
-                self._tracker.start()
+                self._tracker = tracker
+                tracker.start()
             except BaseException:
                 self._abort_capture()  # never leave the stream capturing behind an error
                 raise
 
     def _stop_tracking(self, *, drop: bool) -> None:
+        """The capture is over (ended, failed or abandoned): stop recording inputs and pools entered."""
+        if self._capture_key is not None:
+            _unwatch_pools_entered(self._torch, self._capture_key)
+            self._capture_key = None
         if self._tracker is not None:
             self._tracker.stop()
             if drop:
@@ -380,27 +418,60 @@ class Graph:
         self._template_live = False
         self._instantiated = False
         self._capture_pool = None
+        for device, pool_id in self._pool_refs:
+            _release_pool(self._torch, device, pool_id)
+        self._pool_refs.clear()
         self._pools.clear()
         self._mempools.clear()
+
+    def __del__(self) -> None:
+        # As torch's CUDAGraph releases its pool when destroyed: give back the side pools this graph
+        # retained (their MemPool objects go with the graph's attributes, after this).
+        refs = getattr(self, "_pool_refs", None)
+        if refs:
+            for device, pool_id in refs:
+                try:
+                    _release_pool(self._torch, device, pool_id)
+                except Exception:  # a destructor, possibly at interpreter exit: never raise
+                    pass
+            refs.clear()
 
     # ------------------------------------------------------------------ pools and raw handles
     def pool(self) -> Any:
         """An opaque token of this graph's memory pool, to share it with another capture."""
         return self._g.pool()
 
-    def pools(self) -> list[Any]:
-        """Tokens of every memory pool this graph retains (its own, plus any passed at capture)."""
-        own = self._g.pool()
-        return [own] + [p for p in self._pools if p != own]
+    def pools(self) -> tuple[Any, ...]:
+        """Ids of every memory pool this graph retains: its capture pool first, then each pool that
+        ``torch.cuda.use_mem_pool`` made current during the capture (kept until ``reset()``)."""
+        if not self._pools:
+            return (self._g.pool(),)
+        return tuple(self._pools)
+
+    def _retain_pool(self, pool: Any, device: Any = None) -> None:
+        """A ``MemPool`` entered during this graph's capture: the graph keeps it until ``reset()``.
+
+        As upstream's ``CUDAGraph::retain_pool``: the pool's use count goes up by one (released by
+        ``reset()``), so its memory outlives the user's MemPool object while the graph can replay.
+        """
+        pool_id = pool.id
+        if any(tuple(p) == tuple(pool_id) for p in self._pools):
+            return
+        torch = self._torch
+        dev = torch.cuda.current_device() if device is None else torch.cuda._get_device_index(device)
+        if _incref_pool(torch, int(dev), pool_id):
+            self._pool_refs.append((int(dev), pool_id))
+        self._pools.append(pool_id)
+        self._mempools.append(pool)
 
     def raw_cuda_graph(self) -> int:
         """The cudaGraph_t (template); live with keep_graph=True or inside a capture-end hook."""
         if not self._template_live:
-            raise GraphUsageError(
-                "You cannot access the raw cudaGraph_t instance unless CUDAGraph was initialized with "
-                "keep_graph=true (or from a capture-end hook, before the template is released)"
-                + ("; nothing has been captured yet." if self._state in (GraphState.NEW, GraphState.CAPTURING) else ".")
-            )
+            raise GraphUsageError(NO_GRAPH_T + (
+                " Nothing has been captured yet." if self._state in (GraphState.NEW, GraphState.CAPTURING)
+                else " Capture with keep_graph=True (or read the graph in a capture-end hook, before the "
+                "template is released) to inspect or dump it after capture."
+            ))
         return int(self._g.raw_cuda_graph())
 
     def raw_cuda_graph_exec(self) -> int:
@@ -441,8 +512,8 @@ class Graph:
 
     def debug_dump(self, debug_path: str, *, verbose: bool = True, flags: int | None = None) -> None:
         """Write the driver's Graphviz DOT of the template to ``debug_path``."""
+        raw = self.raw_cuda_graph()  # first: no template is the error to report, bindings or not
         rt, _ = require_bindings("debug_dump")
-        raw = self.raw_cuda_graph()
         if flags is None:
             F = rt.cudaGraphDebugDotFlags
             flags = int(F.cudaGraphDebugDotFlagsVerbose) if verbose else 0
@@ -510,6 +581,94 @@ def _release_pool(torch: Any, device: int, pool_id: Any) -> None:
         pass  # a torch that already released it on reset(): nothing left to do
 
 
+def _incref_pool(torch: Any, device: int, pool_id: Any) -> bool:
+    """Raise a pool's use count by one, as upstream's ``CUDAGraph::retain_pool`` does.
+
+    torch <= 2.13 has no binding that only increments it: beginning allocation to the pool does
+    (``createOrIncrefPool``), and ending it at once routes nothing to it (nothing is allocated in
+    between, and the routing is for this thread only). False where the bindings are missing.
+    """
+    begin = getattr(torch._C, "_cuda_beginAllocateCurrentThreadToPool", None)
+    end = getattr(torch._C, "_cuda_endAllocateToPool", None)
+    if begin is None or end is None:
+        return False
+    try:
+        begin(device, pool_id)
+    except RuntimeError:
+        return False
+    end(device, pool_id)
+    return True
+
+
+#: Captures underway on engine graphs: (device, stream handle) -> the graph capturing on that stream.
+_CAPTURING: dict[tuple[int, int], "Graph"] = {}
+#: While a capture is underway: torch's ``use_mem_pool`` and the engine's stand-in for it.
+_USE_MEM_POOL: dict[str, Any] = {}
+
+
+def _stream_key(torch: Any) -> tuple[int, int]:
+    s = torch.cuda.current_stream()
+    return (int(s.device_index), int(s.cuda_stream))
+
+
+def _graph_capturing_here(torch: Any) -> "Graph | None":
+    """The engine graph whose capture the current stream belongs to (None when it is not capturing).
+
+    A stream forked into the capture (it waited on an event of the capturing stream) is not the
+    stream the capture began on: when one engine capture alone is underway, it is that one.
+    """
+    if not _CAPTURING or not torch.cuda.is_current_stream_capturing():
+        return None
+    g = _CAPTURING.get(_stream_key(torch))
+    if g is None and len(_CAPTURING) == 1:
+        g = next(iter(_CAPTURING.values()))
+    return g
+
+
+def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
+    """Register ``g``'s capture on the current stream; while any engine capture is underway,
+    ``torch.cuda.use_mem_pool`` is a stand-in that makes the capturing graph retain the pool
+    (upstream's ``use_mem_pool`` calls ``CUDAGraph::retain_pool``; torch <= 2.13's does not).
+
+    Code that kept its own reference to torch's function (``from torch.cuda import use_mem_pool``
+    before the capture) bypasses the stand-in: such a pool is not retained, as on torch <= 2.13.
+    """
+    key = _stream_key(torch)
+    _CAPTURING[key] = g
+    mem: Any = getattr(torch.cuda, "memory", None)
+    original = getattr(mem, "use_mem_pool", None)
+    if "torch" in _USE_MEM_POOL or original is None:
+        return key
+
+    @contextlib.contextmanager
+    def use_mem_pool(pool: Any, device: Any = None) -> Iterator[Any]:
+        capturing = _graph_capturing_here(torch)
+        if capturing is not None:
+            capturing._retain_pool(pool, device)
+        with original(pool, device) as value:
+            yield value
+
+    functools.update_wrapper(use_mem_pool, original)
+    _USE_MEM_POOL.update(torch=original, engine=use_mem_pool)
+    mem.use_mem_pool = use_mem_pool
+    if getattr(torch.cuda, "use_mem_pool", None) is original:
+        torch.cuda.use_mem_pool = use_mem_pool
+    return key
+
+
+def _unwatch_pools_entered(torch: Any, key: tuple[int, int]) -> None:
+    """The capture registered under ``key`` is over; the last one puts torch's ``use_mem_pool`` back."""
+    _CAPTURING.pop(key, None)
+    if _CAPTURING or "torch" not in _USE_MEM_POOL:
+        return
+    original, stand_in = _USE_MEM_POOL.pop("torch"), _USE_MEM_POOL.pop("engine")
+    mem = torch.cuda.memory
+    if getattr(mem, "use_mem_pool", None) is stand_in:
+        mem.use_mem_pool = original
+    if getattr(torch.cuda, "use_mem_pool", None) is stand_in:
+        torch.cuda.use_mem_pool = original
+
+
 def _warn_nested(type_counts: dict[str, int]) -> None:
     for kind in NESTED_KINDS:
         count = type_counts.get(kind, 0)
@@ -533,18 +692,32 @@ def export_dot(path: str | Path, *, verbose: bool = True) -> Hook:
 
 
 def export_graph_data(path: str | Path) -> Hook:
-    """A post-instantiate hook that writes ``get_graph_data()`` to ``path`` as JSON (``.gz``: gzip).
+    """A post-instantiate hook that writes ``get_graph_data()`` to ``path`` at each (re-)instantiation.
 
-    PyTorch's hook of this name pickles; cgtool never writes or reads pickles. An existing file is
-    overwritten, as each (re-)instantiation writes the export of the new exec graph.
+    What is written follows the name. ``.json`` or ``.json.gz``: JSON, the format every cgtool command
+    reads. Any other name: what PyTorch's hook of this name writes, a pickle of the same plain dict
+    (ints, strings, lists, None), so code written for PyTorch (``pickle.load`` of the file) keeps
+    working on the engine. cgtool writes that pickle for the drop-in only and never reads one (its
+    readers refuse a file that is not JSON). Gzip for a name ending in ``.gz``, in both forms. The
+    file is overwritten at each instantiation: each exec graph replaces the export of the last.
     """
 
     def _hook(g: Graph) -> None:
-        from cgtool.artifacts.jsonio import write_json
+        from cgtool.artifacts.jsonio import atomic_write_bytes, write_json
 
-        write_json(path, g.get_graph_data(), force=True)
+        data = g.get_graph_data()
+        if is_json_name(path):
+            write_json(path, data, force=True)
+        else:
+            atomic_write_bytes(path, pickle.dumps(data, protocol=pickle.DEFAULT_PROTOCOL), force=True)
 
     return _hook
+
+
+def is_json_name(path: str | Path) -> bool:
+    """Whether :func:`export_graph_data` writes JSON to ``path`` (``.json``, ``.json.gz``)."""
+    name = Path(path).name.lower()
+    return name.endswith(".json") or name.endswith(".json.gz")
 
 
 _DOT_FLAG_NAMES = {

@@ -178,3 +178,111 @@ def test_child_graph_node_reported_once_with_warning(torch):
         data = g.get_graph_data()
     kinds = [n["node_type"] for n in data["nodes"]]
     assert kinds.count("child_graph") == 1 and "memset" not in kinds
+
+
+def test_pool_arg_and_nested_use_mem_pool_retained_until_reset(torch):
+    # The case of PyTorch's test_graph_mem_pool_arg_and_nested_use_mem_pool (upstream PR #187929):
+    # a capture into a MemPool with a nested use_mem_pool(side). Expected counts: one use for each
+    # MemPool object plus one for the graph that retains it (upstream's design).
+    from cgtool.capture.graph import Graph, graph
+
+    if not hasattr(torch.cuda, "MemPool") or not hasattr(torch.cuda, "use_mem_pool"):
+        pytest.skip("this torch has no torch.cuda.MemPool / use_mem_pool")
+    x = torch.arange(1 << 16, device="cuda", dtype=torch.float32)
+    (x * 2 + 1).sum()  # warm up outside the capture
+    torch.cuda.synchronize()
+    default_pool, side_pool = torch.cuda.MemPool(), torch.cuda.MemPool()
+    torch_use_mem_pool = torch.cuda.use_mem_pool
+    g = Graph()
+    with graph(g, pool=default_pool):
+        y = x * 2
+        with torch.cuda.use_mem_pool(side_pool):
+            tmp = y + 1
+        z = tmp * 3
+    side_id = side_pool.id
+    assert torch.cuda.use_mem_pool is torch_use_mem_pool  # torch's own again after the capture
+    assert set(g.pools()) == {default_pool.id, side_id}
+    assert default_pool.use_count() == 2 and side_pool.use_count() == 2
+    seg_pools = {tuple(s["segment_pool_id"]) for s in torch.cuda.memory_snapshot()}
+    assert tuple(side_id) in seg_pools  # tmp really lives in the side pool
+    del tmp, side_pool
+    gc.collect()
+    torch.cuda.empty_cache()
+    x.add_(1)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(z, (x * 2 + 1) * 3)
+    del y, z
+    g.reset()
+    gc.collect()
+    assert default_pool.use_count() == 1
+
+
+def test_liveness_tracks_what_pytorchs_checker_tracks(torch):
+    # The rules of PyTorch's checker (upstream main): no CUDA result -> nothing tracked; a tensor of
+    # the capture's shared pool is not an input; pinned host memory only through a copy.
+    from cgtool.capture.graph import Graph, graph, graph_pool_handle
+
+    x = torch.randn(100, device="cuda")
+    pinned = torch.randn(100).pin_memory()
+    dest = torch.empty(100, device="cuda")
+    torch.equal(x, x), x + 1, pinned * 2
+    torch.cuda.synchronize()
+
+    g0 = Graph()
+    with graph(g0, check_input_liveness=True):
+        assert torch.equal(x, x)
+    assert dict(g0._external_inputs) == {}
+
+    pool = graph_pool_handle()
+    g1, g2 = Graph(), Graph()
+    with graph(g1, pool=pool):
+        y = x + 1
+    external = torch.randn(100, device="cuda")
+    (y * 2 + external).sum()
+    torch.cuda.synchronize()
+    with graph(g2, pool=pool, check_input_liveness=True):
+        z = y * 2 + external
+        host = pinned * 2  # a host op on pinned memory: not captured, not tracked
+        dest.copy_(pinned, non_blocking=True)
+    assert external.data_ptr() in g2._external_inputs and dest.data_ptr() in g2._external_inputs
+    assert y.data_ptr() not in g2._external_inputs  # lives in the pool g2 captures into
+    assert pinned.data_ptr() in g2._external_inputs  # read by the captured copy
+    assert host.data_ptr() not in g2._external_inputs
+    del y
+    gc.collect()
+    g1.replay()
+    g2.replay()
+    torch.cuda.synchronize()
+    assert torch.allclose(z, (x + 1) * 2 + external)
+
+
+def test_no_cuda_graph_t_message_is_pytorchs(torch, tmp_path):
+    from cgtool.capture.graph import Graph, graph
+
+    x = torch.ones(16, device="cuda")
+    g = Graph()  # keep_graph=False: the template is gone once capture is finalized
+    with graph(g):
+        x + 1
+    for call in (g.raw_cuda_graph, lambda: g.debug_dump(str(tmp_path / "g.dot"))):
+        with pytest.raises(RuntimeError, match=r"No (cuda|hip)Graph_t is available"):
+            call()
+    assert not (tmp_path / "g.dot").exists()
+
+
+def test_export_graph_data_writes_pytorchs_pickle_to_a_pkl_name(torch, tmp_path):
+    # The bytes equal the standard pickle of get_graph_data(): nothing is unpickled here.
+    import pickle
+
+    from cgtool.capture.graph import Graph, export_graph_data, graph
+
+    x = torch.zeros(2000, device="cuda")
+    g = Graph(keep_graph=True)
+    with graph(g, capture_error_mode="relaxed"):
+        (x + 1).relu()
+    g.register_post_instantiate_hook(export_graph_data(tmp_path / "kept.pkl"))
+    g.register_post_instantiate_hook(export_graph_data(tmp_path / "kept.json"))
+    g.instantiate()
+    data = g.get_graph_data()
+    assert (tmp_path / "kept.pkl").read_bytes() == pickle.dumps(data, protocol=pickle.DEFAULT_PROTOCOL)
+    assert json.loads((tmp_path / "kept.json").read_text()) == json.loads(json.dumps(data))

@@ -173,6 +173,7 @@ def _compat(torch: Any, *, engine: bool) -> None:
         "_get_node_type",
         "_get_stream_id",
         "_rekey_annotations",
+        "_reset_kernel_annotations",
         "mark_stream",
         "resolve_and_remap",
         "resolve_pending_annotations",
