@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cgtool.artifacts.bench import BenchSpec, Stats, WorkloadResult
+from cgtool.artifacts.bench import BenchSpec, WorkloadResult
 from cgtool.capture import bench as capture_bench
 from cgtool.capture import child, dist, tracing
 from cgtool.capture.bundle import write_bundle
