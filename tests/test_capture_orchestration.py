@@ -16,7 +16,7 @@ from cgtool.artifacts.bench import BenchSpec, WorkloadResult
 from cgtool.capture import bench as capture_bench
 from cgtool.capture import child, dist, tracing
 from cgtool.capture.bundle import write_bundle
-from cgtool.errors import CaptureError, CgtoolError, ExitCode, OutputExistsError, UsageError
+from cgtool.errors import CaptureError, CgtoolError, ExitCode, InvalidInputError, OutputExistsError, UsageError
 
 
 class FakeGraph:
@@ -116,6 +116,22 @@ def test_the_bench_process_is_sent_the_spec_as_json(monkeypatch):
     assert got["module"] == "cgtool.capture.bench" and got["request"]["args"] == ["--a", "b"]
     assert BenchSpec.from_json(got["request"]["spec"], "request") == spec
     assert r.failed and r.exit_code == 3
+
+
+def test_the_bench_process_reads_its_spec_and_refuses_a_bad_one(monkeypatch):
+    got = {}
+
+    def fake_bench(target, args, spec):
+        got.update(target=target, args=args, spec=spec)
+        return WorkloadResult(target, gpu_us=(1.0, 2.0), spec=spec, capture_medians_us=(1.5,))
+
+    monkeypatch.setattr(capture_bench, "bench_workload", fake_bench)
+    spec = BenchSpec(replays=50, blocks=5, recaptures=2)
+    out = capture_bench._child_request({"target": "w.py", "args": ["--k", "3"], "spec": spec.to_json()})
+    assert got == {"target": "w.py", "args": ["--k", "3"], "spec": spec}
+    assert out["spec"] == spec.to_json() and out["capture_medians_us"] == [1.5]
+    with pytest.raises(InvalidInputError, match="spec.replays"):
+        capture_bench._child_request({"target": "w.py", "args": [], "spec": {"replays": "many"}})
 
 
 class FakeEvent:

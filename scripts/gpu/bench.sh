@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU steps of the bench work, from the repository root on the GPU machine (one H100):
 #   bash scripts/gpu/bench.sh OUTDIR [part1|part2|all]      (default: all)
-# part1, about 3.5 minutes: the bench GPU tests (tests/gpu/test_bench_gpu.py: bench vs a plain
+# part1, about 3.5-4 minutes: the bench GPU tests (tests/gpu/test_bench_gpu.py: bench vs a plain
 #   event loop, replay counting, --cold-cache, --recaptures, the check after capture, the pool
 #   record attributes to each graph) and benchmarks/probe_capture_state.py (17 arms x 2 rounds of
 #   fresh processes: why one kept output moves the chain's replay time).
