@@ -2,32 +2,36 @@
 
     PYTHONPATH=. python3 scripts/record_bench_reruns.py OUT.json [RERUNS]
 
-Each rerun re-captures the workload in a fresh process (as a CI job would) and times 1000 replays
-in 20 blocks. Output: {"environment": ..., "reruns": {workload: [[20 samples], ...]}}.
+Each rerun re-captures the workload in a fresh process (as a CI job would: cgtool's own bench
+process, ``cgtool.capture.bench`` through ``child.run_child``) and times 1000 replays in 20 blocks.
+Output: {"environment": ..., "spec": {...}, "reruns": {workload: [[20 samples], ...]}}, read by
+``benchmarks/bench_gate_rates.py``.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
+
+from cgtool.artifacts.bench import BenchSpec
+from cgtool.capture.bench import bench_pooled
 
 WORKLOADS = ["sample_workloads/chain.py", "sample_workloads/forkjoin.py", "sample_workloads/transformer_block.py"]
 
 
 def main(out: str, reruns: int = 12) -> None:
+    spec = BenchSpec(replays=1000, blocks=20, warmup=20, eager=False)
     res: dict[str, list[list[float]]] = {w: [] for w in WORKLOADS}
     env = None
     for _ in range(reruns):
         for w in WORKLOADS:
-            spec = json.dumps({"target": w, "args": [], "replays": 1000, "blocks": 20, "warmup": 20, "eager": False})
-            r = subprocess.run([sys.executable, "-m", "cgtool.capture.bench", spec], capture_output=True, text=True)
-            line = [x for x in r.stdout.splitlines() if x.startswith("@@CGTOOL@@")][-1]
-            d = json.loads(line[len("@@CGTOOL@@"):])
-            res[w].append([round(x, 4) for x in d["gpu_us"]])
-            env = d["environment"]
+            r = bench_pooled(w, [], spec, 1)
+            if r.failed:
+                raise SystemExit(f"{w}: {r.error}")
+            res[w].append([round(x, 4) for x in r.gpu_us])
+            env = dict(r.environment)
     with open(out, "w") as f:
-        json.dump({"environment": env, "reruns": res}, f)
+        json.dump({"environment": env, "spec": spec.to_json(), "reruns": res}, f)
     print(f"wrote {out}: {reruns} reruns of {len(WORKLOADS)} workloads")
 
 

@@ -1,13 +1,19 @@
 """The gate's decision logic on the CPU, with recorded (H200) and generated samples."""
 
+import gzip
 import json
 import random
+import statistics
+from pathlib import Path
 
 import pytest
 
 from cgtool.errors import InvalidInputError, UsageError
-from cgtool.artifacts.bench import BenchResults, Stats, env_mismatch, quantile
-from cgtool.inspect.benchstats import Verdict, compare_results, judge, mann_whitney_greater, parse_percent
+from cgtool.artifacts.bench import BenchResults, BenchSpec, Stats, WorkloadResult, env_mismatch, quantile
+from cgtool.inspect.benchstats import (Verdict, capture_bound, compare_results, judge, judge_results,
+                                       mann_whitney_greater, parse_percent)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def validate_results(doc, source):
@@ -107,3 +113,95 @@ def test_recorded_bench_file_is_valid(data_dir):
     chain = doc.by_ident()[("sample_workloads/chain.py", None)]
     # the launch-bound chain is what graphs are for: replay several times faster than eager
     assert Stats.of(chain.eager_us).median / Stats.of(chain.gpu_us).median > 4
+
+
+# ---------------------------------------------------------------- the spec, old files, spreads
+
+def test_spec_round_trip_and_block_split():
+    spec = BenchSpec(replays=1003, blocks=20, warmup=7, per_replay=False, cold_cache=False, recaptures=5, eager=False)
+    assert BenchSpec.from_json(json.loads(json.dumps(spec.to_json())), "t") == spec
+    sizes = spec.block_sizes()
+    assert sum(sizes) == 1003 and len(sizes) == 20 and max(sizes) - min(sizes) <= 1
+    assert spec.sampling == "blocks of 50-51" and BenchSpec(replays=1000).sampling == "blocks of 50"
+    assert BenchSpec(cold_cache=True).sampling == "per-replay" and BenchSpec(cold_cache=True).per_replay_events
+
+
+@pytest.mark.parametrize("bad", [[], {"replays": 0}, {"replays": "1000"}, {"blocks": True}, {"warmup": -1},
+                                 {"recaptures": 2**70}, {"eager": "yes"}, {"per_replay": 1}])
+def test_a_bad_spec_is_refused_naming_the_field(bad):
+    with pytest.raises(InvalidInputError, match="spec"):
+        BenchSpec.from_json(bad, "r.json")
+
+
+def _raw(path):
+    data = path.read_bytes()
+    return json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+
+
+@pytest.mark.parametrize("name", ["tests/data/bench/h200_samples.json", "cgtool/data/bench_h200.json.gz"])
+def test_version_1_files_still_read(name):
+    path = ROOT / name
+    raw = _raw(path)
+    assert raw["schema_version"] == 1 and all("spec" not in w for w in raw["workloads"].values())
+    res = BenchResults.load(path)
+    assert [w.key for w in res.workloads] == list(raw["workloads"])
+    for w in res.workloads:
+        r = raw["workloads"][w.key]
+        assert w.spec is None  # not recorded: unknown, not a default
+        assert w.sampling == r["sampling"] and w.extra["replays"] == r["replays"]
+        assert w.extra["cold_cache"] == r["cold_cache"]
+        assert (w.nodes, w.graphs, w.check_ok, w.max_abs_diff) == (r["nodes"], r["graphs"], r["check_ok"],
+                                                                   r["max_abs_diff"])
+        assert list(w.gpu_us) == r["gpu_us"] and w.capture_medians() == ()  # one process: one capture, no spread
+        assert w.capture_spread() is None
+        # the replay spread: this capture's interquartile range over its median, from the raw samples
+        q = statistics.quantiles(r["gpu_us"], n=4, method="inclusive")
+        assert w.replay_spread() == pytest.approx((q[2] - q[0]) / statistics.median(r["gpu_us"]))
+    # written back, a version-1 result stays version 1 with the fields it had
+    again = BenchResults.from_json(json.loads(json.dumps(res.to_json())), "again")
+    assert again == res and res.to_json()["schema_version"] == 1
+
+
+def test_a_mistyped_field_refuses_the_file_instead_of_dropping_the_row():
+    for field, value in (("max_abs_diff", "0.0"), ("nodes", "400"), ("check_ok", "yes"), ("args", "--x"),
+                         ("capture_medians_us", [1.0, "2"])):
+        doc = {"kind": "bench", "schema_version": 2,
+               "workloads": {"a": {"gpu_us": [1.0, 2.0], field: value}, "b": {"gpu_us": [1.0]}}}
+        with pytest.raises(InvalidInputError, match=field):
+            validate_results(doc, "r.json")
+
+
+def test_capture_and_replay_spreads_from_the_samples():
+    caps = [gen(100, seed=1), gen(103, seed=2), gen(101, seed=3)]
+    w = WorkloadResult("w", gpu_us=tuple(x for c in caps for x in c),
+                       capture_medians_us=tuple(statistics.median(c) for c in caps), spec=BenchSpec(recaptures=3))
+    meds = [statistics.median(c) for c in caps]
+    assert w.capture_spread() == pytest.approx((max(meds) - min(meds)) / statistics.median(meds))
+    rel = []
+    for c in caps:
+        q = statistics.quantiles(c, n=4, method="inclusive")
+        rel.append((q[2] - q[0]) / statistics.median(c))
+    assert w.replay_spread() == pytest.approx(statistics.median(rel))
+    assert capture_bound(w)  # captures 3 % apart, blocks within one 0.3 %
+
+
+def _captures(medians, n=20, noise=0.0005, scale=1.0, seed=0):
+    caps = [gen(m * scale, n, noise, seed + k) for k, m in enumerate(medians)]
+    return WorkloadResult("w", gpu_us=tuple(x for c in caps for x in c), spec=BenchSpec(recaptures=len(medians)),
+                          capture_medians_us=tuple(statistics.median(c) for c in caps))
+
+
+def test_the_gate_compares_captures_when_they_spread_wider_than_replays():
+    # four captures at 100 µs, one at 103: recapturing alone moves the step by 3 %
+    old = _captures([100, 100, 100, 100, 103])
+    shifted = _captures([100, 100, 100, 100, 103], scale=1.025, seed=50)
+    blocks_alone = judge("w", old.gpu_us, shifted.gpu_us)
+    assert blocks_alone.verdict is Verdict.REGRESSED  # the interquartile rule alone would fail the build
+    j = judge_results("w", old, shifted)
+    assert j.verdict is Verdict.UNCHANGED and "captures' ranges" in j.reason
+    slower = _captures([100, 100, 100, 100, 103], scale=1.06, seed=90)
+    assert judge_results("w", old, slower).verdict is Verdict.REGRESSED  # beyond what recapturing does
+    # captures as tight as the blocks: the interquartile rule, exactly as without captures
+    tight_old, tight_new = _captures([100, 100.01, 100]), _captures([100, 100.01, 100], scale=1.025, seed=7)
+    assert not capture_bound(tight_old) and not capture_bound(tight_new)
+    assert judge_results("w", tight_old, tight_new) == judge("w", tight_old.gpu_us, tight_new.gpu_us)

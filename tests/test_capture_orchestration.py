@@ -1,19 +1,22 @@
-"""The capture side's orchestration on the CPU, with small fakes: bundle writing, bench pooling,
-the child-process protocol, the torchrun relaunch decision and the traced child's environment."""
+"""The capture side's orchestration on the CPU, with small fakes: bundle writing, bench pooling
+and timing (a seeded fake clock), the child-process protocol, the torchrun relaunch decision and
+the traced child's environment."""
 
 import json
 import os
+import random
+import statistics
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from cgtool.artifacts.bench import Stats, WorkloadResult
+from cgtool.artifacts.bench import BenchSpec, WorkloadResult
 from cgtool.capture import bench as capture_bench
 from cgtool.capture import child, dist, tracing
 from cgtool.capture.bundle import write_bundle
-from cgtool.errors import CaptureError, CgtoolError, ExitCode, OutputExistsError, UsageError
+from cgtool.errors import CaptureError, CgtoolError, ExitCode, InvalidInputError, OutputExistsError, UsageError
 
 
 class FakeGraph:
@@ -71,13 +74,15 @@ def test_a_failed_bundle_leaves_the_old_one_and_no_temp_folder(data_dir, tmp_pat
 def _fake_runner(samples_by_call, fail_target=None):
     calls = []
 
-    def run(target, args, opts):
-        calls.append((target, list(args), dict(opts)))
+    def run(target, args, spec):
+        calls.append((target, list(args), spec))
         if target == fail_target:
             return {"error": "capture failed: host-sync", "exit_code": 3}
         xs = samples_by_call[len([c for c in calls if c[0] == target]) - 1]
-        return {"workload": target, "gpu_us": xs, "host_us": [1.0], "eager_us": [x * 2 for x in xs],
-                "clock_mhz": [1980, 1980], "sampling": "blocks of 50", "nodes": 7}
+        # what a bench process writes (version 2): the spec it was sent, one capture's median
+        return {"workload": target, "spec": spec.to_json(), "gpu_us": xs, "capture_medians_us": [statistics.median(xs)],
+                "host_us": [1.0], "eager_us": [x * 2 for x in xs], "clock_mhz": [1980, 1980], "nodes": 7, "graphs": 1,
+                "args": list(args), "check_ok": True, "max_abs_diff": 0.0, "future_field": {"kept": True}}
 
     return run, calls
 
@@ -85,19 +90,179 @@ def _fake_runner(samples_by_call, fail_target=None):
 def test_pooling_concatenates_runs_and_keeps_each_median():
     runs = [[10.0, 11.0, 12.0], [20.0, 21.0, 22.0, 23.0], [5.0]]
     runner, calls = _fake_runner(runs)
-    r = capture_bench.bench_pooled("w.py", ["--x"], {"replays": 3}, 3, runner=runner)
+    spec = BenchSpec(replays=3, blocks=3, warmup=2, eager=True)
+    r = capture_bench.bench_pooled("w.py", ["--x"], spec, 3, runner=runner)
     assert list(r.gpu_us) == [x for xs in runs for x in xs]
-    assert list(r.run_medians_us) == [Stats.of(xs).median for xs in runs] and r.runs == 3
+    assert list(r.run_medians_us) == [statistics.median(xs) for xs in runs] and r.runs == 3
+    assert list(r.capture_medians_us) == [statistics.median(xs) for xs in runs]
     assert list(r.eager_us or ()) == [2 * x for xs in runs for x in xs]
-    assert r.extra["nodes"] == 7 and len(calls) == 3 and calls[0] == ("w.py", ["--x"], {"replays": 3})
+    assert r.spec == spec and r.nodes == 7 and r.graphs == 1 and r.args == ("--x",) and r.check_ok is True
+    assert r.extra == {"future_field": {"kept": True}}  # a field this version does not know is kept
+    assert len(calls) == 3 and calls[0] == ("w.py", ["--x"], spec)
     # the pooled result survives its JSON round trip
     assert WorkloadResult.from_json(r.key, json.loads(json.dumps(r.to_json())), "t") == r
+
+
+def test_the_bench_process_is_sent_the_spec_as_json(monkeypatch):
+    got = {}
+
+    def fake_run_child(module, request, **kw):
+        got.update(module=module, request=json.loads(json.dumps(request)))
+        return {"error": "no GPU here", "exit_code": 3}
+
+    monkeypatch.setattr(capture_bench, "run_child", fake_run_child)
+    spec = BenchSpec(replays=77, blocks=7, warmup=0, per_replay=True, cold_cache=True, recaptures=4, eager=False)
+    r = capture_bench.bench_pooled("w.py", ["--a", "b"], spec, 2)
+    assert got["module"] == "cgtool.capture.bench" and got["request"]["args"] == ["--a", "b"]
+    assert BenchSpec.from_json(got["request"]["spec"], "request") == spec
+    assert r.failed and r.exit_code == 3
+
+
+def test_the_bench_process_reads_its_spec_and_refuses_a_bad_one(monkeypatch):
+    got = {}
+
+    def fake_bench(target, args, spec):
+        got.update(target=target, args=args, spec=spec)
+        return WorkloadResult(target, gpu_us=(1.0, 2.0), spec=spec, capture_medians_us=(1.5,))
+
+    monkeypatch.setattr(capture_bench, "bench_workload", fake_bench)
+    spec = BenchSpec(replays=50, blocks=5, recaptures=2)
+    out = capture_bench._child_request({"target": "w.py", "args": ["--k", "3"], "spec": spec.to_json()})
+    assert got == {"target": "w.py", "args": ["--k", "3"], "spec": spec}
+    assert out["spec"] == spec.to_json() and out["capture_medians_us"] == [1.5]
+    with pytest.raises(InvalidInputError, match="spec.replays"):
+        capture_bench._child_request({"target": "w.py", "args": [], "spec": {"replays": "many"}})
+
+
+class FakeEvent:
+    def __init__(self, clock):
+        self.clock, self.t_ms = clock, None
+
+    def record(self):
+        self.t_ms = self.clock.gpu_ms
+
+    def elapsed_time(self, end):
+        return end.t_ms - self.t_ms
+
+
+class FakeClock:
+    """A seeded virtual GPU and host: each call of a function made by ``work`` advances the GPU
+    clock and the host clock by drawn durations, logged for the test to compute its own answer."""
+
+    def __init__(self, seed=0):
+        self.rng = random.Random(seed)
+        self.gpu_ms, self.now_ns, self.syncs = 0.0, 0, 0
+        self.log = []  # (label, gpu µs, host µs) of every call, in order
+
+    def event(self):
+        return FakeEvent(self)
+
+    def synchronize(self):
+        self.syncs += 1
+
+    def host_ns(self):
+        return self.now_ns
+
+    def work(self, label, mean_us):
+        def fn():
+            gpu, host = mean_us * self.rng.uniform(0.5, 1.5), self.rng.randint(1_000, 9_000)
+            self.gpu_ms += gpu / 1000
+            self.now_ns += host
+            self.log.append((label, gpu, host / 1000))
+            return label
+
+        return fn
+
+
+def test_time_blocks_is_the_mean_of_each_block_and_runs_every_replay():
+    clock = FakeClock(1)
+    fn = clock.work("r", 40.0)
+    got = capture_bench.time_blocks(fn, 103, 10, clock=clock)
+    d = [g for _, g, _ in clock.log]
+    assert len(d) == 103  # every replay asked for is run
+    sizes = [11, 11, 11] + [10] * 7  # 103 over 10 blocks, as evenly as possible
+    want, i = [], 0
+    for n in sizes:
+        want.append(sum(d[i:i + n]) / n)
+        i += n
+    assert got == pytest.approx(want, rel=1e-9)
+
+
+def test_per_replay_and_cold_cache_give_one_sample_per_replay_without_the_flush():
+    clock = FakeClock(2)
+    fn, flush = clock.work("r", 10.0), clock.work("flush", 500.0)
+    got = capture_bench.time_blocks(fn, 30, 5, flush=flush, clock=clock)
+    labels = [lab for lab, _, _ in clock.log]
+    assert labels == ["flush", "r"] * 30  # the flush before every replay
+    assert got == pytest.approx([g for lab, g, _ in clock.log if lab == "r"], rel=1e-9)
+    clock2 = FakeClock(3)
+    got2 = capture_bench.time_blocks(clock2.work("r", 10.0), 12, 4, per_replay=True, clock=clock2)
+    assert got2 == pytest.approx([g for _, g, _ in clock2.log], rel=1e-9)
+
+
+def test_host_cost_is_each_calls_host_time_with_the_gpu_drained_between_chunks():
+    clock = FakeClock(4)
+    got = capture_bench.host_cost(clock.work("r", 5.0), 120, clock=clock)
+    assert got == pytest.approx([h for _, _, h in clock.log], rel=1e-9) and len(got) == 120
+    assert clock.syncs == 3  # chunks of 50: 50, 50, 20
+
+
+class FakeCapture:
+    def __init__(self, clock, label, mean_us):
+        self.label = label
+        self.replay = clock.work(label, mean_us)
+        self.eager = clock.work("eager", 100.0)
+
+
+def test_measure_times_every_capture_then_checks_then_times_eager():
+    clock = FakeClock(5)
+    first = FakeCapture(clock, "c1", 10.0)
+    later = iter([FakeCapture(clock, "c2", 20.0), FakeCapture(clock, "c3", 30.0)])
+    checked = []
+
+    def recapture():
+        clock.log.append(("recapture", 0.0, 0.0))
+        return next(later)
+
+    def check(cap):
+        clock.log.append(("check", 0.0, 0.0))
+        checked.append(cap)
+
+    spec = BenchSpec(replays=10, blocks=5, warmup=4, recaptures=3, eager=True)
+    t = capture_bench.measure(first, spec, replay_of=lambda c: c.replay, recapture=recapture, check=check,
+                              clock=clock)
+    labels = [lab for lab, _, _ in clock.log]
+    want = (["c1"] * (4 + 10) + ["c1"] * 10  # warm-up and timed replays, then the host cost of the first capture
+            + ["eager", "recapture"] + ["c2"] * 14  # one more eager output kept, a new capture
+            + ["eager", "recapture"] + ["c3"] * 14
+            + ["check"] + ["eager"] * (4 + 5))  # the check after all timing; the eager step last
+    assert labels == want and checked == [first]
+    for k, lab in enumerate(("c1", "c2", "c3")):
+        d = [g for la, g, _ in clock.log if la == lab][4:14]  # after the warm-up
+        assert t.captures[k] == pytest.approx([sum(d[i:i + 2]) / 2 for i in range(0, 10, 2)], rel=1e-9)
+    assert len(t.host) == 10 and t.eager is not None and len(t.eager) == 5
+
+
+def test_measure_without_eager_and_with_one_capture():
+    clock = FakeClock(6)
+    first = FakeCapture(clock, "c1", 10.0)
+    t = capture_bench.measure(first, BenchSpec(replays=8, blocks=2, warmup=0, eager=False), replay_of=lambda c: c.replay,
+                              recapture=None, check=lambda c: None, clock=clock)
+    assert [lab for lab, _, _ in clock.log] == ["c1"] * 16 and t.eager is None and len(t.captures) == 1
+
+
+def test_recaptures_of_a_workload_that_captures_its_own_graphs_are_refused():
+    clock = FakeClock(7)
+    with pytest.raises(UsageError, match="--recaptures"):
+        capture_bench.measure(FakeCapture(clock, "c1", 1.0), BenchSpec(recaptures=2), replay_of=lambda c: c.replay,
+                              recapture=None, check=lambda c: None, clock=clock)
+    assert clock.log == []  # refused before anything ran
 
 
 def test_a_failing_workload_is_reported_and_the_others_go_on():
     runner, calls = _fake_runner([[1.0, 2.0]] * 2, fail_target="bad.py")
     seen = []
-    res = capture_bench.bench_targets(["ok.py", "bad.py", "ok2.py"], [], {}, 2, runner=runner,
+    res = capture_bench.bench_targets(["ok.py", "bad.py", "ok2.py"], [], BenchSpec(), 2, runner=runner,
                                       progress=lambda t, k, n: seen.append((t, k, n)))
     assert [w.workload for w in res.workloads] == ["ok.py", "bad.py", "ok2.py"]
     assert [w.failed for w in res.workloads] == [False, True, False]

@@ -1,11 +1,17 @@
 """Bench results: the typed artifact ``cgtool bench --json`` writes and ``--baseline`` reads.
 
-A result file holds, per workload, every raw sample (µs per replay, one per timed block), the
-host-side launch cost samples, the eager samples and the environment fingerprint, so any statistic
-can be recomputed. On disk (schema version 1, unchanged)::
+A result file holds, per workload, every raw sample (µs per replay, one per timed block), each
+capture's median, the host-side launch cost samples, the eager samples, the ``BenchSpec`` that says
+how they were taken and the environment fingerprint, so any statistic can be recomputed. On disk
+(schema version 2)::
 
-    {"kind": "bench", "schema_version": 1, "environment": {...},
-     "workloads": {"<key>": {"workload": "chain.py", "rank": 0, "gpu_us": [...], ...}}}
+    {"kind": "bench", "schema_version": 2, "environment": {...},
+     "workloads": {"<key>": {"workload": "chain.py", "rank": 0, "spec": {"replays": 1000, ...},
+                             "gpu_us": [...], "capture_medians_us": [...], ...}}}
+
+Version 1 files (no ``spec``: a ``"sampling": "blocks of 50"`` string and ``replays``/``cold_cache``
+beside the samples, one capture per process) are still read: their spec is unknown (``None``) and
+those fields are kept as written in ``extra``.
 
 The key is only a unique label (``"<workload>"``, or ``"<workload> [rank <r>]"`` under torchrun);
 the rank is the ``rank`` field. Files written before the field existed are read by taking the rank
@@ -23,7 +29,7 @@ from typing import Any, Mapping, Sequence
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, load_json, write_json
 from cgtool.errors import InvalidInputError
 
-BENCH_SCHEMA_VERSION = 1
+BENCH_SCHEMA_VERSION = 2
 #: A workload whose interquartile range exceeds this share of its median is flagged noisy.
 NOISY_IQR = 0.10
 #: Fingerprint fields that must match for a comparison (unless --allow-env-mismatch).
@@ -32,7 +38,10 @@ ENV_KEYS = ("device", "driver_version", "cuda_driver", "torch")
 _RANK_KEY = re.compile(r"^(?P<spec>.*) \[rank (?P<rank>\d+)\]$")
 #: Fields with a typed attribute; anything else a result carries travels in ``extra``.
 _TYPED = {"workload", "rank", "gpu_us", "host_us", "eager_us", "error", "exit_code", "diagnosis",
-          "clock_mhz", "runs", "run_medians_us", "environment", "sampling"}
+          "clock_mhz", "runs", "run_medians_us", "environment", "spec", "capture_medians_us", "args", "nodes",
+          "graphs", "check_ok", "max_abs_diff"}
+#: Largest replay, block, warm-up and recapture counts a spec may hold (a damaged file is refused).
+_SPEC_MAX = 1 << 40
 
 
 def quantile(xs: Sequence[float], q: float) -> float:
@@ -73,24 +82,99 @@ class Stats:
 
 
 @dataclass(frozen=True)
+class BenchSpec:
+    """What one ``cgtool bench`` run measures: the same for every workload and process of the run,
+    sent to each bench process and stored with its results (as ``torch.utils.benchmark``'s
+    ``TaskSpec``)."""
+
+    #: Timed replays per capture.
+    replays: int = 1000
+    #: Timed blocks per capture, one sample (µs per replay) each; replays are split as evenly as possible.
+    blocks: int = 20
+    #: Untimed replays before each capture's timing.
+    warmup: int = 20
+    #: One CUDA event pair around every replay: a latency distribution (inflates small graphs).
+    per_replay: bool = False
+    #: L2 flushed before every replay (needs an event pair per replay).
+    cold_cache: bool = False
+    #: Captures of the step per process, each in another allocator state (``capture.bench``).
+    recaptures: int = 1
+    #: Also time the step without the graph.
+    eager: bool = True
+
+    @property
+    def per_replay_events(self) -> bool:
+        """The GPU samples are one per replay (``per_replay`` or ``cold_cache``), not one per block."""
+        return self.per_replay or self.cold_cache
+
+    def block_sizes(self) -> list[int]:
+        """Replays in each timed block: ``replays`` split into ``blocks`` parts differing by at most one."""
+        n = max(1, min(self.blocks, self.replays))
+        q, r = divmod(self.replays, n)
+        return [q + 1 if k < r else q for k in range(n)]
+
+    @property
+    def sampling(self) -> str:
+        """How the GPU samples were taken, in words (``"blocks of 50"``, ``"per-replay"``)."""
+        if self.per_replay_events:
+            return "per-replay"
+        sizes = self.block_sizes()
+        return f"blocks of {sizes[0]}" if sizes[0] == sizes[-1] else f"blocks of {sizes[-1]}-{sizes[0]}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"replays": self.replays, "blocks": self.blocks, "warmup": self.warmup, "per_replay": self.per_replay,
+                "cold_cache": self.cold_cache, "recaptures": self.recaptures, "eager": self.eager}
+
+    @classmethod
+    def from_json(cls, d: Any, source: str) -> "BenchSpec":
+        """A spec from a result file or a bench process's request; anything else is refused, naming the field."""
+        if not isinstance(d, dict):
+            raise InvalidInputError(f"{source}: spec should be an object, not {_short(d)}.")
+        kw: dict[str, Any] = {}
+        for name, lo in (("replays", 1), ("blocks", 1), ("warmup", 0), ("recaptures", 1)):
+            v = d.get(name, getattr(cls, name))
+            if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= _SPEC_MAX:
+                raise InvalidInputError(f"{source}: spec.{name} is {_short(v)}; expected an integer from {lo} "
+                                        f"to {_SPEC_MAX}.")
+            kw[name] = v
+        for name in ("per_replay", "cold_cache", "eager"):
+            v = d.get(name, getattr(cls, name))
+            if not isinstance(v, bool):
+                raise InvalidInputError(f"{source}: spec.{name} is {_short(v)}; expected true or false.")
+            kw[name] = v
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
 class WorkloadResult:
     """The measurement of one workload (on one rank): raw samples, or the error that stopped it."""
 
     workload: str
     rank: int | None = None
+    #: µs per replay: one sample per timed block (or per replay), every capture's in capture order.
     gpu_us: tuple[float, ...] = ()
     host_us: tuple[float, ...] = ()
     eager_us: tuple[float, ...] | None = None
-    sampling: str = ""
+    #: How the samples were taken; None for a version-1 file (its ``sampling`` string is in ``extra``).
+    spec: BenchSpec | None = None
+    #: Each capture's median GPU µs, in order (``--runs`` processes times ``--recaptures`` captures).
+    capture_medians_us: tuple[float, ...] = ()
     clock_mhz: tuple[int | None, ...] = ()
     #: Fresh processes pooled into this result, and each one's median GPU µs.
     runs: int = 1
     run_medians_us: tuple[float, ...] = ()
     environment: Mapping[str, Any] = field(default_factory=dict)
+    #: The workload's arguments, its graphs and their nodes (of the first capture).
+    args: tuple[str, ...] = ()
+    nodes: int | None = None
+    graphs: int | None = None
+    #: The replay-vs-eager check: passed or not (None: not run), and the largest difference.
+    check_ok: bool | None = None
+    max_abs_diff: float | None = None
     error: str | None = None
     exit_code: int | None = None
     diagnosis: Mapping[str, Any] | None = None
-    #: Other fields of the result (nodes, graphs, check_ok, ...), kept as written.
+    #: Fields this version does not know (and a version-1 file's sampling, replays, cold_cache), as written.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -107,6 +191,14 @@ class WorkloadResult:
     def failed(self) -> bool:
         return self.error is not None
 
+    @property
+    def sampling(self) -> str:
+        """How the GPU samples were taken, in words ("blocks of 50", "per-replay"); "" when unknown."""
+        if self.spec is not None:
+            return self.spec.sampling
+        v = self.extra.get("sampling")
+        return v if isinstance(v, str) else ""
+
     def stats(self) -> Stats:
         return Stats.of(self.gpu_us)
 
@@ -115,6 +207,35 @@ class WorkloadResult:
 
     def eager_median(self) -> float | None:
         return Stats.of(self.eager_us).median if self.eager_us else None
+
+    def capture_medians(self) -> tuple[float, ...]:
+        """Each capture's median GPU µs. A file without them had one capture per process: the
+        processes' medians (none for a single process)."""
+        return self.capture_medians_us or self.run_medians_us
+
+    def per_capture(self) -> list[tuple[float, ...]]:
+        """The GPU samples split by capture (every capture of a run takes as many); empty when the
+        samples do not split evenly over the captures."""
+        n = len(self.capture_medians()) or 1
+        if not self.gpu_us or len(self.gpu_us) % n:
+            return []
+        k = len(self.gpu_us) // n
+        return [self.gpu_us[i * k:(i + 1) * k] for i in range(n)]
+
+    def capture_spread(self) -> float | None:
+        """Between-capture spread: (largest − smallest) / median of the captures' medians. None
+        with fewer than two captures."""
+        cm = self.capture_medians()
+        if len(cm) < 2:
+            return None
+        med = Stats.of(cm).median
+        return (max(cm) - min(cm)) / med if med > 0 else None
+
+    def replay_spread(self) -> float | None:
+        """Between-replay spread: the interquartile range of one capture's samples over their median
+        (the median over captures). None when the samples cannot be split by capture."""
+        rel = [s.iqr / s.median for s in map(Stats.of, self.per_capture()) if s.median > 0]
+        return Stats.of(rel).median if rel else None
 
     @classmethod
     def failure(cls, workload: str, message: str, exit_code: int, *, rank: int | None = None,
@@ -130,9 +251,15 @@ class WorkloadResult:
             if self.diagnosis is not None:
                 d["diagnosis"] = dict(self.diagnosis)
             return d
-        d.update(gpu_us=list(self.gpu_us), sampling=self.sampling, host_us=list(self.host_us),
+        if self.spec is not None:
+            d["spec"] = self.spec.to_json()
+        d.update(gpu_us=list(self.gpu_us), host_us=list(self.host_us),
                  eager_us=None if self.eager_us is None else list(self.eager_us))
+        if self.capture_medians_us:
+            d["capture_medians_us"] = list(self.capture_medians_us)
         d.update(self.extra)
+        d.update(args=list(self.args), nodes=self.nodes, graphs=self.graphs, check_ok=self.check_ok,
+                 max_abs_diff=self.max_abs_diff)
         d.update(clock_mhz=list(self.clock_mhz), environment=dict(self.environment))
         if self.runs != 1 or self.run_medians_us:
             d.update(runs=self.runs, run_medians_us=list(self.run_medians_us))
@@ -171,14 +298,39 @@ class WorkloadResult:
             gpu_us=_samples(w.get("gpu_us"), source, key, "gpu_us", required=True),
             host_us=_samples(w.get("host_us"), source, key, "host_us"),
             eager_us=_samples(w.get("eager_us"), source, key, "eager_us") or None,
-            sampling=str(w.get("sampling") or ""),
+            spec=None if w.get("spec") is None else BenchSpec.from_json(w["spec"], f"{source}: workloads[{key!r}]"),
+            capture_medians_us=_samples(w.get("capture_medians_us"), source, key, "capture_medians_us"),
             clock_mhz=tuple(c if isinstance(c, int) and not isinstance(c, bool) else None
                             for c in (w.get("clock_mhz") or []) if isinstance(w.get("clock_mhz"), list)),
             runs=runs,
             run_medians_us=_samples(w.get("run_medians_us"), source, key, "run_medians_us"),
             environment=w["environment"] if isinstance(w.get("environment"), dict) else {},
+            **_described(w, source, key),
             extra={k: v for k, v in w.items() if k not in _TYPED},
         )
+
+
+def _described(w: Mapping[str, Any], source: str, key: str) -> dict[str, Any]:
+    """The typed fields that describe a workload's capture (args, nodes, graphs, check); a value
+    of the wrong type is refused, naming the field, never dropped."""
+    where = f"{source}: workloads[{key!r}]"
+    args = w.get("args")
+    if args is not None and not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
+        raise InvalidInputError(f"{where}.args is {_short(args)}; expected a list of strings.")
+    out: dict[str, Any] = {"args": tuple(args or ())}
+    for name in ("nodes", "graphs"):
+        v = w.get(name)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 31):
+            raise InvalidInputError(f"{where}.{name} is {_short(v)}; expected an integer from 0 to 2^31-1.")
+        out[name] = v
+    ok = w.get("check_ok")
+    if ok is not None and not isinstance(ok, bool):
+        raise InvalidInputError(f"{where}.check_ok is {_short(ok)}; expected true, false or null.")
+    diff = w.get("max_abs_diff")
+    if diff is not None and (not isinstance(diff, (int, float)) or isinstance(diff, bool) or not math.isfinite(diff)):
+        raise InvalidInputError(f"{where}.max_abs_diff is {_short(diff)}; expected a finite number or null.")
+    out.update(check_ok=ok, max_abs_diff=None if diff is None else float(diff))
+    return out
 
 
 #: A sample above this (µs, over 16 minutes per replay) is not a measurement of a CUDA graph.
@@ -217,6 +369,7 @@ def merge(runs: Sequence[WorkloadResult]) -> WorkloadResult:
     return replace(
         first,
         gpu_us=tuple(x for r in runs for x in r.gpu_us),
+        capture_medians_us=tuple(x for r in runs for x in (r.capture_medians_us or (r.stats().median,))),
         host_us=tuple(x for r in runs for x in r.host_us),
         eager_us=tuple(eager) if eager else None,
         clock_mhz=tuple(c for r in runs for c in r.clock_mhz),

@@ -1,30 +1,90 @@
 """Replay timing. Each workload runs in fresh child processes (``python -m cgtool.capture.bench``,
 through ``cgtool.capture.child``), so a workload that fails to capture is reported and the others
-go on, and the runs of one workload are pooled (``cgtool.artifacts.bench.merge``).
+go on, and the runs of one workload are pooled (``cgtool.artifacts.bench.merge``). What is measured
+is one frozen ``BenchSpec``, sent to every child and stored with the results.
 
-GPU time: the replays are timed in blocks (default 20 blocks of N/20) between CUDA events (each
-block's end event is the next block's start), giving one per-replay sample per block; an event pair or a sync around every
-replay inflates small graphs, so ``per_replay`` (one pair per replay) is opt-in and labelled.
-Host cost: ``replay()`` timed on the CPU, per call, in a separate loop. Eager: the same step run
-without the graph, timed the same way. ``cold_cache`` zeroes a buffer twice the L2 size before
-each replay (as triton's do_bench does) and then needs a pair per replay.
+In each process (``bench_workload``):
+
+1. the step is warmed up and captured as the user's program would (``runner.capture_workload``
+   without its check: the graph's buffers are placed in the memory state the warm-up leaves);
+2. GPU time: ``warmup`` untimed replays, then ``replays`` replays in ``blocks`` blocks between CUDA
+   events (each block's end event is the next block's start), one µs-per-replay sample per block.
+   An event pair or a sync around every replay inflates small graphs, so ``per_replay`` (one pair
+   per replay) is opt-in and labelled; ``cold_cache`` zeroes a buffer twice the L2 size before each
+   replay (as triton's do_bench does) and then needs a pair per replay. What is replayed is torch's
+   own ``CUDAGraph.replay`` of the captured graph, the call a user's program makes;
+3. host cost: ``replay()`` timed on the CPU, per call, in a separate loop (first capture only);
+4. ``recaptures`` > 1: the same step captured again into a new graph with a fresh memory pool, in
+   another allocator state each time (``RECAPTURE_STATES``), and timed like the first;
+5. the replay-vs-eager check of the first capture (after all timing: it allocates), then the eager
+   step timed the same way.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from cgtool.artifacts.bench import BenchResults, WorkloadResult, merge
+from cgtool.artifacts.bench import BenchResults, BenchSpec, WorkloadResult, merge
 from cgtool.capture._deps import require_cuda
 from cgtool.capture.child import child_main, error_result, run_child
-from cgtool.errors import CgtoolError
+from cgtool.errors import CgtoolError, UsageError
 
 #: What a caller is told as workloads progress: (workload, index, total).
 Progress = Callable[[str, int, int], None]
-#: Runs one workload in a fresh process: (target, args, options) -> the child's JSON result.
-ChildRunner = Callable[[str, Sequence[str], Mapping[str, Any]], Mapping[str, Any]]
+#: Runs one workload in a fresh process: (target, args, spec) -> the child's JSON result.
+ChildRunner = Callable[[str, Sequence[str], BenchSpec], Mapping[str, Any]]
+#: Replays whose host cost is timed (first capture), at most.
+HOST_CALLS = 500
+#: Calls per host-cost chunk; the GPU drains between chunks so the launch queue never fills.
+HOST_CHUNK = 50
+#: Eager warm-up calls before the eager step is timed, at most.
+EAGER_WARMUP = 5
+
+#: The allocator state each capture of ``--recaptures`` is made in, in order (the last one repeats).
+RECAPTURE_STATES = (
+    "the program's state after its warm-up: the capture the user's program makes",
+    "the earlier graphs (and their pools) still alive, as in a program that captures several graphs, "
+    "and the outputs of one more eager run of the step kept on the device (one per earlier capture)",
+)
+
+
+class Event(Protocol):
+    """A timing event, as ``torch.cuda.Event(enable_timing=True)``."""
+
+    def record(self) -> None: ...
+
+    def elapsed_time(self, end: Any) -> float: ...  # milliseconds from this event to ``end``
+
+
+class Clock(Protocol):
+    """Where bench's times come from: CUDA events, a wait for the GPU and a host clock. Tests pass
+    a seeded fake (as torch.utils.benchmark's ``_MockCudaTimer``)."""
+
+    def event(self) -> Event: ...
+
+    def synchronize(self) -> None: ...
+
+    def host_ns(self) -> int: ...
+
+
+class CudaClock:
+    """CUDA events on the current stream, ``torch.cuda.synchronize`` and ``time.perf_counter_ns``."""
+
+    def __init__(self) -> None:
+        self._torch = require_cuda("bench")
+
+    def event(self) -> Event:
+        ev: Event = self._torch.cuda.Event(enable_timing=True)
+        return ev
+
+    def synchronize(self) -> None:
+        self._torch.cuda.synchronize()
+
+    def host_ns(self) -> int:
+        return time.perf_counter_ns()
 
 
 def _clock_mhz() -> int | None:
@@ -39,103 +99,178 @@ def _clock_mhz() -> int | None:
 
 
 def time_blocks(fn: Callable[[], Any], replays: int, blocks: int, *, per_replay: bool = False,
-                flush: Callable[[], Any] | None = None) -> list[float]:
-    """µs per call of ``fn``: one sample per block, or per call with ``per_replay``."""
-    torch = require_cuda("bench")
-    samples: list[float] = []
+                flush: Callable[[], Any] | None = None, clock: Clock | None = None) -> list[float]:
+    """µs per call of ``fn`` over ``replays`` calls: one sample per block (the calls split into
+    ``blocks`` blocks differing by at most one call), or one per call with ``per_replay`` or
+    ``flush`` (run before every call, outside its event pair)."""
+    clock = clock or CudaClock()
     if per_replay or flush is not None:
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+        starts = [clock.event() for _ in range(replays)]
+        ends = [clock.event() for _ in range(replays)]
         for i in range(replays):
             if flush is not None:
                 flush()
             starts[i].record()
             fn()
             ends[i].record()
-        torch.cuda.synchronize()
+        clock.synchronize()
         return [s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)]
-    per = max(1, replays // blocks)
+    sizes = BenchSpec(replays=replays, blocks=blocks).block_sizes()
     # Consecutive blocks share an event (the end of one is the start of the next): half the
     # event records of a pair per block, so the timing adds less to what it times.
-    evs = [torch.cuda.Event(enable_timing=True) for _ in range(blocks + 1)]
+    evs = [clock.event() for _ in range(len(sizes) + 1)]
     evs[0].record()
-    for k in range(blocks):
-        for _ in range(per):
+    for k, n in enumerate(sizes):
+        for _ in range(n):
             fn()
         evs[k + 1].record()
-    torch.cuda.synchronize()
-    samples = [a.elapsed_time(b) * 1000.0 / per for a, b in zip(evs, evs[1:])]
-    return samples
+    clock.synchronize()
+    return [a.elapsed_time(b) * 1000.0 / n for a, b, n in zip(evs, evs[1:], sizes)]
 
 
-def host_cost(fn: Callable[[], Any], calls: int) -> list[float]:
+def host_cost(fn: Callable[[], Any], calls: int, *, clock: Clock | None = None) -> list[float]:
     """µs of CPU time spent in each call of ``fn`` (the GPU drains between chunks)."""
-    torch = require_cuda("bench")
+    clock = clock or CudaClock()
     out: list[float] = []
-    pc = time.perf_counter_ns
-    chunk = 50
-    for k in range(0, calls, chunk):
-        for _ in range(min(chunk, calls - k)):
-            t0 = pc()
+    for k in range(0, calls, HOST_CHUNK):
+        for _ in range(min(HOST_CHUNK, calls - k)):
+            t0 = clock.host_ns()
             fn()
-            out.append((pc() - t0) / 1000.0)
-        torch.cuda.synchronize()
+            out.append((clock.host_ns() - t0) / 1000.0)
+        clock.synchronize()
     return out
 
 
-def bench_workload(spec: str, args: list[str], *, replays: int = 1000, blocks: int = 20, warmup: int = 20,
-                   per_replay: bool = False, cold_cache: bool = False, eager: bool = True) -> WorkloadResult:
-    """Capture ``spec`` in this process and time its replays (and its eager step)."""
+def time_replays(replay: Callable[[], Any], spec: BenchSpec, *, flush: Callable[[], Any] | None = None,
+                 clock: Clock | None = None) -> list[float]:
+    """``spec.warmup`` untimed calls, then the timed ones as ``spec`` says (``time_blocks``)."""
+    clock = clock or CudaClock()
+    for _ in range(spec.warmup):
+        replay()
+    clock.synchronize()
+    return time_blocks(replay, spec.replays, spec.blocks, per_replay=spec.per_replay, flush=flush, clock=clock)
+
+
+@dataclass
+class Timings:
+    """The raw samples of one process: GPU µs per capture, host µs, eager µs (None: not timed)."""
+
+    captures: list[list[float]]
+    host: list[float]
+    eager: list[float] | None
+
+
+def measure(first: Any, spec: BenchSpec, *, replay_of: Callable[[Any], Callable[[], Any]],
+            recapture: Callable[[], Any] | None, check: Callable[[Any], None],
+            flush: Callable[[], Any] | None = None, clock: Clock | None = None) -> Timings:
+    """Time ``first`` (and ``spec.recaptures - 1`` recaptures), then run ``check`` on ``first``,
+    then time its eager step. ``first`` and what ``recapture`` returns are ``runner.Captured``s
+    (``eager``: the step, or None); ``replay_of(capture)`` is the call timed for a capture."""
+    clock = clock or CudaClock()
+    if spec.recaptures > 1 and recapture is None:
+        raise UsageError("--recaptures needs a workload whose step cgtool captures; this workload's setup "
+                         "captures its own graphs (it returns Precaptured). Run it with --recaptures 1.")
+    caps: list[Any] = [first]
+    kept: list[Any] = []  # eager outputs kept alive on the device: part of a later capture's state
+    samples: list[list[float]] = []
+    host: list[float] = []
+    for k in range(spec.recaptures):
+        if k:
+            if first.eager is not None:
+                kept.append(first.eager())
+            assert recapture is not None  # refused above
+            caps.append(recapture())
+        fn = replay_of(caps[-1])
+        samples.append(time_replays(fn, spec, flush=flush, clock=clock))
+        if k == 0:
+            host = host_cost(fn, min(spec.replays, HOST_CALLS), clock=clock)
+    del kept
+    check(first)
+    eager_us = None
+    if spec.eager and first.eager is not None:
+        for _ in range(min(spec.warmup, EAGER_WARMUP)):
+            first.eager()
+        clock.synchronize()
+        eager_us = time_blocks(first.eager, max(spec.blocks, spec.replays // 10), spec.blocks,
+                               per_replay=spec.per_replay, flush=flush, clock=clock)
+    return Timings(samples, host, eager_us)
+
+
+def torch_replay(cap: Any) -> Callable[[], Any]:
+    """The call bench times for a capture: for a graph cgtool captured itself, torch's own
+    ``CUDAGraph.replay`` underneath the engine's ``Graph`` (what a user's program calls; the
+    engine's wrapper adds Python work per call that a one-kernel graph would show), unless the
+    Graph has replay hooks or an input-liveness check to run; otherwise ``cap.replay``."""
+    if getattr(cap, "capture_stream", None) is None or len(cap.graphs) != 1:
+        return cap.replay  # type: ignore[no-any-return]
+    g = cap.graphs[0][1]
+    inner = getattr(g, "_g", None)
+    plain = (getattr(g, "_instantiated", False) and getattr(g, "_tracker", True) is None
+             and not getattr(g, "_replay_start_hooks", True) and not getattr(g, "_replay_end_hooks", True))
+    return inner.replay if inner is not None and plain else cap.replay  # type: ignore[no-any-return]
+
+
+def _median(xs: Sequence[float]) -> float:
+    from cgtool.artifacts.bench import Stats
+
+    return Stats.of(xs).median
+
+
+def bench_workload(target: str, args: list[str], spec: BenchSpec = BenchSpec(), *,
+                   clock: Clock | None = None) -> WorkloadResult:
+    """Capture ``target`` in this process and time its replays (and its eager step) as ``spec`` says."""
     from cgtool.capture import dist
     from cgtool.capture.entrypoint import parse_target
     from cgtool.capture.export import environment
-    from cgtool.capture.runner import capture_checked
+    from cgtool.capture.runner import capture_step, capture_workload, check_replay, mismatch_failure, node_count
 
     torch = require_cuda("bench")
-    cap = capture_checked(parse_target(spec), args, check=True)
+    first = capture_workload(parse_target(target), args, check=False)
     flush = None
-    if cold_cache:
+    if spec.cold_cache:
         l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
         buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
         flush = buf.zero_
-    for _ in range(warmup):
-        cap.replay()
-    torch.cuda.synchronize()
+
+    def recapture() -> Any:
+        assert first.eager is not None and first.capture_stream is not None
+        return capture_step(first.target, first.eager, first.capture_stream)
+
+    def check(cap: Any) -> None:
+        check_replay(cap)
+        if cap.check_ok is False:
+            raise mismatch_failure(cap)
+
     clk0 = _clock_mhz()
-    gpu = time_blocks(cap.replay, replays, blocks, per_replay=per_replay, flush=flush)
+    t = measure(first, spec, replay_of=torch_replay, recapture=recapture if first.capture_stream is not None else None,
+                check=check, flush=flush, clock=clock)
     clk1 = _clock_mhz()
-    host = host_cost(cap.replay, min(replays, 500))
-    eager_us = None
-    if eager and cap.eager is not None:
-        for _ in range(min(warmup, 5)):
-            cap.eager()
-        torch.cuda.synchronize()
-        eager_us = time_blocks(cap.eager, max(blocks, replays // 10), blocks, per_replay=per_replay, flush=flush)
-    nodes = sum(len(g.get_graph_data()["nodes"]) for _, g in cap.graphs)
     return WorkloadResult(
-        workload=spec, rank=dist.rank() if dist.distributed() else None,
-        gpu_us=tuple(gpu), host_us=tuple(host), eager_us=None if eager_us is None else tuple(eager_us),
-        sampling="per-replay" if (per_replay or cold_cache) else f"blocks of {max(1, replays // blocks)}",
-        clock_mhz=(clk0, clk1), environment=environment(),
-        extra={"args": args, "replays": replays, "cold_cache": cold_cache, "nodes": nodes,
-               "graphs": len(cap.graphs), "check_ok": cap.check_ok, "max_abs_diff": cap.max_abs_diff},
+        workload=target, rank=dist.rank() if dist.distributed() else None,
+        gpu_us=tuple(x for c in t.captures for x in c), host_us=tuple(t.host),
+        eager_us=None if t.eager is None else tuple(t.eager), spec=spec,
+        capture_medians_us=tuple(_median(c) for c in t.captures),
+        clock_mhz=(clk0, clk1), environment=environment(), args=tuple(args),
+        nodes=sum(node_count(g) for _, g in first.graphs), graphs=len(first.graphs),
+        check_ok=first.check_ok, max_abs_diff=first.max_abs_diff,
     )
 
 
 def _child_request(request: dict[str, Any]) -> dict[str, Any]:
-    return bench_workload(request.pop("target"), request.pop("args"), **request).to_json()
+    spec = BenchSpec.from_json(request.get("spec", {}), "the bench request")
+    return bench_workload(request["target"], list(request["args"]), spec).to_json()
 
 
-def _run_in_child(target: str, args: Sequence[str], opts: Mapping[str, Any]) -> Mapping[str, Any]:
-    return run_child("cgtool.capture.bench", {"target": target, "args": list(args), **opts})
+def _run_in_child(target: str, args: Sequence[str], spec: BenchSpec) -> Mapping[str, Any]:
+    return run_child("cgtool.capture.bench", {"target": target, "args": list(args), "spec": spec.to_json()})
 
 
-def bench_pooled(target: str, args: Sequence[str], opts: Mapping[str, Any], runs: int, *,
+def bench_pooled(target: str, args: Sequence[str], spec: BenchSpec, runs: int, *,
                  runner: ChildRunner = _run_in_child) -> WorkloadResult:
     """``runs`` fresh processes of one workload, their samples pooled; the first failure stops it."""
     results = []
     for _ in range(runs):
-        doc = runner(target, args, opts)
+        doc = runner(target, args, spec)
         r = WorkloadResult.from_json(target, dict(doc), f"the bench process of {target}")
         if r.failed:
             return r
@@ -143,18 +278,18 @@ def bench_pooled(target: str, args: Sequence[str], opts: Mapping[str, Any], runs
     return merge(results)
 
 
-def bench_targets(targets: Sequence[str], args: Sequence[str], opts: Mapping[str, Any], runs: int, *,
+def bench_targets(targets: Sequence[str], args: Sequence[str], spec: BenchSpec, runs: int, *,
                   progress: Progress | None = None, runner: ChildRunner = _run_in_child) -> BenchResults:
     """Every workload benched in its own processes (one failing does not stop the others)."""
     results = []
     for k, t in enumerate(targets):
         if progress is not None:
             progress(t, k, len(targets))
-        results.append(bench_pooled(t, args, opts, runs, runner=runner))
+        results.append(bench_pooled(t, args, spec, runs, runner=runner))
     return BenchResults.of(results)
 
 
-def bench_ranks(targets: Sequence[str], args: list[str], opts: Mapping[str, Any]) -> BenchResults | None:
+def bench_ranks(targets: Sequence[str], args: list[str], spec: BenchSpec) -> BenchResults | None:
     """Under torchrun: bench in this process (a child would need its own process group); rank 0
     gets every rank's results, other ranks None."""
     from cgtool.capture import dist
@@ -162,7 +297,7 @@ def bench_ranks(targets: Sequence[str], args: list[str], opts: Mapping[str, Any]
     mine = []
     for t in targets:
         try:
-            mine.append(bench_workload(t, args, **opts).to_json())
+            mine.append(bench_workload(t, args, spec).to_json())
         except CgtoolError as e:
             mine.append({"workload": t, "rank": dist.rank(), **error_result(e)})
     every = dist.gather(mine)

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import Progress
 
-from cgtool.artifacts.bench import BenchResults, env_mismatch
+from cgtool.artifacts.bench import BenchResults, BenchSpec, env_mismatch
 from cgtool.cli._common import Force, console_for, err, out, output_path, wrote
 from cgtool.errors import CaptureError, CheckFailed, InvalidInputError, UsageError
 from cgtool.inspect.benchstats import Judgement, Verdict, compare_results, parse_percent
@@ -57,6 +57,7 @@ def bench(
     per_replay: Annotated[bool, typer.Option(help="One event pair per replay: a latency distribution (inflates small graphs).")] = False,
     cold_cache: Annotated[bool, typer.Option(help="Flush L2 before every replay (implies per-replay timing).")] = False,
     no_eager: Annotated[bool, typer.Option("--no-eager", help="Skip the eager baseline.")] = False,
+    recaptures: Annotated[int, typer.Option(min=1, help="Captures of the step per process, each timed, each with a fresh memory pool in another allocator state (the first as the program leaves it; then with the earlier graphs alive and one more eager output kept): the table shows the spread between captures beside the spread between replays, and the gate compares the captures' ranges when they spread wider.")] = 1,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write every sample and the fingerprint (with --compare: the verdicts); `-`: standard output.")] = None,
     save_baseline: Annotated[Optional[Path], typer.Option(help="Write the results as a baseline file.")] = None,
     baseline: Annotated[Optional[Path], typer.Option(help="Compare with this baseline; exit 1 on a regression.")] = None,
@@ -87,16 +88,16 @@ def bench(
 
     relaunch_under_torchrun(nproc_per_node)
     tlist = list(targets or []) or targets_from_pyproject()
-    opts = {"replays": replays, "blocks": blocks, "warmup": warmup, "per_replay": per_replay,
-            "cold_cache": cold_cache, "eager": not no_eager}
+    spec = BenchSpec(replays=replays, blocks=blocks, warmup=warmup, per_replay=per_replay, cold_cache=cold_cache,
+                     recaptures=recaptures, eager=not no_eager)
     if dist.distributed():
-        res = bench_ranks(tlist, shlex.split(workload_args), opts)
+        res = bench_ranks(tlist, shlex.split(workload_args), spec)
         if res is None:
             return
     else:
         with Progress(console=err, transient=True) as prog:
             task = prog.add_task("benchmarking", total=len(tlist))
-            res = bench_targets(tlist, shlex.split(workload_args), opts, runs,
+            res = bench_targets(tlist, shlex.split(workload_args), spec, runs,
                                 progress=lambda t, k, n: prog.update(task, description=f"bench {t}", completed=k))
     if save_baseline is not None:
         res.save(save_baseline, force=force)

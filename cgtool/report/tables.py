@@ -316,7 +316,11 @@ def bench_table(res: BenchResults, judgements: list[Judgement] | None) -> Table:
             if clk and (max(clk) - min(clk)) / min(clk) > 0.05:
                 notes.append(f"clock moved {min(clk)}–{max(clk)} MHz")
             rm = w.run_medians_us
-            if len(rm) > 1 and (max(rm) - min(rm)) / min(rm) > 0.01:
+            cs, rs = w.capture_spread(), w.replay_spread()
+            if w.spec is not None and w.spec.recaptures > 1 and cs is not None:
+                notes.append(f"{len(w.capture_medians())} captures spread {100 * cs:.1f}%, replays "
+                             + ("?" if rs is None else f"{100 * rs:.1f}%"))
+            elif len(rm) > 1 and (max(rm) - min(rm)) / min(rm) > 0.01:
                 notes.append(f"runs differ by {100 * (max(rm) - min(rm)) / min(rm):.1f}%")
             if e and s.median > e:
                 notes.append("replay slower than eager")
