@@ -260,7 +260,7 @@ def _where(site: str | None) -> str:
 def _memory_of(graphs: Sequence[GraphStat]) -> str:
     known = [g.reserved_during_capture for g in graphs if g.reserved_during_capture is not None]
     if not known:
-        return "memory unknown"
+        return "took memory that was not measured"
     total = sum(known)
     unk = len(graphs) - len(known)
     return f"took {mib(total)} during their capture" + (f" (unknown for {unk})" if unk else "")

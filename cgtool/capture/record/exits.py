@@ -32,6 +32,8 @@ class ExitState:
     def __init__(self) -> None:
         self.code: int | None = None
         self.how = "end"
+        self.finishing = False  # a finish is running (a signal handler may interrupt it)
+        self.pending: int | None = None  # a signal that came during it, acted on once it is done
 
 
 def exit_code_of(c: object) -> int:
@@ -48,6 +50,15 @@ def install(finish: Finish, *, exec_hook: bool = True) -> ExitState:
     acts once, and only in the process whose recording it is: a fork's child has its own)."""
     state = ExitState()
     real_exit = os._exit
+    def guarded(code: int | None, how: str) -> None:
+        state.finishing = True
+        try:
+            inner(code, how)
+        finally:
+            state.finishing = False
+
+    inner, finish = finish, guarded
+
     real_sys_exit = sys.exit
     real_hook = sys.excepthook
 
@@ -71,6 +82,9 @@ def install(finish: Finish, *, exec_hook: bool = True) -> ExitState:
 
     def _at_exit() -> None:
         finish(state.code if state.code is not None else 0, state.how)
+        if state.pending is not None:  # a SIGTERM came while finishing: die of it, as without the recorder
+            signal.signal(state.pending, signal.SIG_DFL)
+            os.kill(os.getpid(), state.pending)
 
     os._exit = _exit  # type: ignore[assignment]
     sys.exit = _sys_exit  # type: ignore[assignment]
@@ -78,6 +92,9 @@ def install(finish: Finish, *, exec_hook: bool = True) -> ExitState:
     atexit.register(_at_exit)
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         def _term(signum: int, frame: Any) -> None:
+            if state.finishing:  # it interrupted the finish (e.g. multiprocessing's terminate() during
+                state.pending = signum  # a worker's os._exit): let that finish, which then exits
+                return
             try:
                 finish(128 + signum, "SIGTERM")
             finally:
@@ -86,11 +103,11 @@ def install(finish: Finish, *, exec_hook: bool = True) -> ExitState:
 
         signal.signal(signal.SIGTERM, _term)
     if exec_hook:
-        _wrap_exec(finish)
+        _wrap_exec(finish, state)
     return state
 
 
-def _wrap_exec(finish: Finish) -> None:
+def _wrap_exec(finish: Finish, state: ExitState) -> None:
     """``os.execv`` and ``os.execve`` (every ``os.exec*`` ends in one of them) finish first."""
     for name in ("execv", "execve"):
         real = getattr(os, name, None)
@@ -102,6 +119,9 @@ def _wrap_exec(finish: Finish) -> None:
                 finish(None, "exec " + " ".join(map(str, list(args[1])[:8])))
             except BaseException:
                 pass
+            if state.pending is not None:  # a SIGTERM came while finishing: it ends the process, not exec
+                signal.signal(state.pending, signal.SIG_DFL)
+                os.kill(os.getpid(), state.pending)
             return _real(*args)
 
         wrapped._cgtool = True  # type: ignore[attr-defined]

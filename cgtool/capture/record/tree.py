@@ -140,9 +140,11 @@ def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int
             if last["exit_code"] is not None and last["exit_code"] != code:
                 last["exit_code_reported"] = last["exit_code"]
             last["exit_code"], last["exit_code_seen_by"] = code, by
-        elif not last["finished"]:
-            last["reason"] = ("its recording did not finish: the process was killed (SIGKILL, a crash) or is still "
-                              "running; what it wrote by then is kept")
+        if not last["finished"]:
+            how = (f"it was killed by signal {code - 128}" if code is not None and code > 128 else
+                   f"it ended with exit code {code} without finishing it (a crash)" if code is not None else
+                   "it was killed (SIGKILL, a crash) or was still running")
+            last["reason"] = f"its recording did not finish: {how}; what it wrote by then is kept"
     # processes without a recording
     unknown = set(seen) | set(observed) | set(errors)
     for pid in sorted(unknown - followed_pids):
