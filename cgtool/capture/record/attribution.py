@@ -600,7 +600,7 @@ def _register_trees(mod: Any) -> None:
     rf = getattr(mgr, "record_function", None)
     if rf is not None and hasattr(rf, "__code__"):
         found.append(rf.__code__)
-    for name in ("cudagraphify",):
+    for name in ("cudagraphify_impl", "cudagraphify"):
         fn = getattr(mod, name, None)
         code = getattr(fn, "__code__", None)
         if code is not None:

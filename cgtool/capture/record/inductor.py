@@ -43,9 +43,14 @@ def _compiling() -> list[Any]:
 def module_path(path: str) -> str:
     """dynamo's module path (``L['self'].model.layers[0]._modules['self_attn']``) as the model
     names it (``model.layers.0.self_attn``)."""
-    s = re.sub(r"^(L|G)\['[^']*'\]", "", path.strip())
+    s = path.strip()
+    while True:  # getattr(X, 'a') -> X.a, innermost first
+        t = re.sub(r"getattr\(([^(),]+), '([^']+)'\)", r"\1.\2", s)
+        if t == s:
+            break
+        s = t
+    s = re.sub(r"^(L|G)\['[^']*'\]", "", s)
     s = re.sub(r"\._modules\['([^']+)'\]", r".\1", s)
-    s = re.sub(r"getattr\(([^,]+), '([^']+)'\)", r"\1.\2", s)
     s = re.sub(r"\[(\d+)\]", r".\1", s)
     s = re.sub(r"\['([^']+)'\]", r".\1", s)
     return s.strip(".")
@@ -70,13 +75,31 @@ def node_site(meta: Any) -> dict[str, Any] | None:
     return out or None
 
 
+def _source_name(meta: Any) -> str | None:
+    """The name Inductor's ``Source Nodes`` comment gives a node: its first ``from_node`` (the traced
+    graph's node it came from: a ``NodeSource``, or a ``(name, target)`` pair in older torch)."""
+    fn = meta.get("from_node") if hasattr(meta, "get") else None
+    if not fn:
+        return None
+    first = fn[0]
+    name = getattr(first, "name", None)
+    if name is None and isinstance(first, (tuple, list)) and first:
+        name = first[0]
+    return str(name) if name is not None else None
+
+
 def note_graph(output_file: str, gm: Any) -> None:
-    """Map ``output_file``'s FX node names to the model sites of ``gm``'s nodes."""
+    """Map ``output_file``'s FX node names (and the names its ``Source Nodes`` comments use) to the
+    model sites of ``gm``'s nodes."""
     nodes: dict[str, dict[str, Any]] = {}
     for n in getattr(getattr(gm, "graph", None), "nodes", ()):
-        site = node_site(getattr(n, "meta", {}) or {})
+        meta = getattr(n, "meta", {}) or {}
+        site = node_site(meta)
         if site is not None:
-            nodes[str(n.name)] = site
+            nodes.setdefault(str(n.name), site)
+            src = _source_name(meta)
+            if src is not None:
+                nodes.setdefault(src, site)
     if len(_BY_FILE) >= _MAX_FILES:
         _BY_FILE.clear()
     _BY_FILE[os.path.abspath(output_file)] = nodes
