@@ -238,6 +238,9 @@ import fake_cupti_abi as _f
 cupti = _f.FakeCupti()
 _f.install(cupti, setattr)
 capture, replay = _f.capture, _f.replay
+import os as _os
+if _os.environ.get("FAKE_CUPTI_HELD"):  # another profiler holds CUPTI before the program starts
+    cupti.subscribe(lambda *a: None, None)
 if {slow!r}:  # a writer slowed down, so that a graph is still queued when the program dies
     from cgtool.capture.record import writer as _w
     _orig = _w.Writer._write_graph

@@ -5,7 +5,9 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import shutil
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -17,6 +19,7 @@ from rich.console import Console
 
 from cgtool.capture.record import attribution, launcher
 from cgtool.capture.record.options import RecordOptions
+from fake_cupti_abi import fake_site
 from cgtool.errors import InvalidInputError, OutputExistsError, UsageError
 from cgtool.artifacts.recording import load_recordings
 from cgtool.report.record_table import record_summary
@@ -133,17 +136,60 @@ def test_cli_bad_input(run_cli, tmp_path: Path) -> None:  # type: ignore[no-unty
     assert code == 2 and "No program given" in err
 
 
-def test_cli_without_cupti_stops_before_the_program(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    try:
-        import cupti  # noqa: F401
-        pytest.skip("cupti-python is installed here")
-    except ImportError:
-        pass
+def _driver(tmp_path: Path, args: list[str], setup: str, env_extra: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    """`cgtool record ARGS` in a subprocess after ``setup`` (Python run first in that process)."""
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root)] + [os.environ.get("PYTHONPATH", "")]),
+               COLUMNS="200")
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-c", setup + "; from cgtool.cli.entry import main; main(sys.argv[1:])",
+                           "record", *args], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+
+def test_no_cuda_is_said_first_and_nothing_is_left(tmp_path: Path) -> None:
+    """On a machine without a CUDA driver (this one, or a CPU-only torch's) `record` says so before
+    asking for anything else, runs nothing and leaves no folder."""
     marker = tmp_path / "ran"
     (tmp_path / "p.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
-    code, _, err = run_cli("record", "-o", str(tmp_path / "r"), "--", "python", str(tmp_path / "p.py"))
-    assert code == 3 and "cupti-python" in err
-    assert not marker.exists()
+    p = _driver(tmp_path, ["-o", "r", "--", "python", "p.py"],
+                "import sys, ctypes; from cgtool.capture.record import launcher; "
+                "launcher.ctypes = type('C', (), {'CDLL': staticmethod(lambda name: (_ for _ in ()).throw(OSError(name)))})")
+    assert p.returncode == 3, p.stderr
+    assert "No CUDA here" in p.stderr and p.stderr.index("No CUDA") < (p.stderr.find("cupti") % 10**9)
+    assert not marker.exists() and not (tmp_path / "r").exists()
+
+
+def test_without_cupti_python_nothing_is_left_and_a_retry_works(tmp_path: Path) -> None:
+    """cupti-python missing: exit 3 naming it, the program not run, no folder left behind, so the
+    same command works once it is installed (here: the stand-in CUPTI)."""
+    marker = tmp_path / "ran"
+    (tmp_path / "p.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    no_cupti = ("import sys; from cgtool.capture.record import launcher; "
+                "launcher.ctypes = type('C', (), {'CDLL': staticmethod(lambda name: None)}); sys.modules['cupti'] = None")
+    p = _driver(tmp_path, ["-o", "r", "--", "python", "p.py"], no_cupti)
+    assert p.returncode == 3 and "cupti-python" in p.stderr, p.stderr
+    assert not marker.exists() and not (tmp_path / "r").exists()
+    site = fake_site(str(tmp_path / "site"))
+    p = _driver(tmp_path, ["-o", "r", "--", "python", "p.py"],
+                "import sys; from cgtool.capture.record import launcher; launcher.preflight = lambda: None",
+                {"PYTHONPATH": site + os.pathsep + str(Path(__file__).resolve().parents[1]),
+                 "CGTOOL_RECORD_SUBSCRIBER": "cupti-python"})
+    assert p.returncode == 0, p.stderr
+    assert marker.exists() and (tmp_path / "r" / "index.json").exists()
+
+
+def test_cupti_held_by_another_profiler_stops_before_the_program(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    (tmp_path / "p.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    site = fake_site(str(tmp_path / "site"))
+    p = _driver(tmp_path, ["-o", "r", "--", "python", "p.py"],
+                "import sys; from cgtool.capture.record import launcher; launcher.preflight = lambda: None",
+                {"PYTHONPATH": site + os.pathsep + str(Path(__file__).resolve().parents[1]),
+                 "CGTOOL_RECORD_SUBSCRIBER": "cupti-python", "FAKE_CUPTI_HELD": "1"})
+    assert p.returncode == 3, p.stderr
+    assert "another profiler holds it" in p.stderr and "Traceback" not in p.stderr
+    assert not marker.exists() and not (tmp_path / "r").exists()
 
 
 # --------------------------------------------------------------------------------- reading/summary

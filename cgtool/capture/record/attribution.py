@@ -605,6 +605,7 @@ def _register_trees(mod: Any) -> None:
         code = getattr(fn, "__code__", None)
         if code is not None:
             found += [c for c in code.co_consts if isinstance(c, CodeType) and c.co_name == "deferred_cudagraphify"]
+    found = [c for c in found if id(c) not in _TREE_CODES]
     _TREE_KEEP.extend(found)  # kept alive, so that their ids stay theirs
     _TREE_CODES.update(id(c) for c in found)
 

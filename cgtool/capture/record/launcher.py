@@ -80,7 +80,7 @@ def preflight() -> None:
             + (f", and torch {cpu} here is a CPU-only build" if cpu else "")
             + ". Run `cgtool record` on a machine with an NVIDIA GPU and its driver (and a CUDA build of torch). "
             "The program was not started.", int(ExitCode.CAPTURE_FAILED)) from None
-    if "cupti" not in sys.modules:
+    if sys.modules.get("cupti") is None:
         try:
             found = importlib.util.find_spec("cupti") is not None
         except (ImportError, ValueError):
