@@ -377,3 +377,16 @@ def test_module_inside_the_user_line() -> None:
     assert under.file == __file__ and under.module_inside and under.module == "Linear"
     holding = attribution.resolve(frames, modules=["Block"], module_index=1)
     assert not holding.module_inside
+
+
+def test_the_report_of_a_recording_opens_on_its_summary(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`cgtool report REC` puts the recording's answers above the first graph: the never-replayed
+    graph the compiled program made first (cudagraph trees' warm-up) is not what the page opens on."""
+    out = tmp_path / "r.html"
+    code, _, err = run_cli("report", str(DATA / "record_compiled"), "-o", str(out))
+    assert code == 0, err
+    page = out.read_text()
+    assert page.index("class=recsummary") < page.index("id=tabs")
+    recs = load_recordings(DATA / "record_compiled")
+    never = [g for g in recs[0].graphs if g["replays"] == 0]
+    assert f"{len(never)} graph(s) were never replayed" in page
