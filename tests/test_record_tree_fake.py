@@ -338,3 +338,22 @@ def test_a_cpu_only_profiler_leaves_the_recording_on(monkeypatch: pytest.MonkeyP
     rec.finish(0)
     idx = json.loads((tmp_path / "rec" / "index.json").read_text())
     assert idx["suspended"] == [] and len(idx["graphs"]) == 1
+
+
+def test_the_programs_own_sitecustomize_still_runs(tmp_path: Path) -> None:
+    """The bootstrap shadows a sitecustomize on the program's path: that one still runs, once, first."""
+    user_site = tmp_path / "user_site"
+    user_site.mkdir()
+    (user_site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = str(int(os.environ.get("
+                                                "'USER_SITE_RAN', '0')) + 1)\n")
+    prog = tmp_path / "p.py"
+    prog.write_text("import json, os, sys\nprint('RESULT ' + json.dumps({'ran': os.environ.get('USER_SITE_RAN'), "
+                    "'recording': 'cgtool.capture.record.process' in sys.modules}))\n")
+    site = fake_site(str(tmp_path / "site"))
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, str(user_site), str(root)]),
+               CGTOOL_RECORD_SUBSCRIBER="cupti-python")
+    p = subprocess.run([sys.executable, "-c", RECORD_DRIVER, "record", "-o", str(tmp_path / "rec"), "--", "python",
+                        str(prog)], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert results(p.stdout) == [{"ran": "1", "recording": True}]

@@ -289,6 +289,20 @@ import os as _os, sys as _sys, time as _time
 _t = _time.time()
 _here = _os.path.dirname(_os.path.abspath(__file__))
 
+# The sitecustomize this one shadows, if any, runs first, as it would have (it may start a profiler
+# of its own: then CUPTI is held, and the recording says so).
+_sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
+_mine = _sys.modules.pop("sitecustomize", None)
+try:
+    import sitecustomize  # noqa: F401
+except ImportError:
+    pass
+except Exception as _e:
+    _sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\\n%s: %s\\n" % (type(_e).__name__, _e))
+finally:
+    if _mine is not None:
+        _sys.modules["sitecustomize"] = _mine
+
 
 def _cgtool_record():
     try:
@@ -308,17 +322,4 @@ if _os.environ.get("{PROCESS_ENV}"):
         _cgtool_record()
     except Exception as _e:  # the program runs unrecorded; the tree lists it as not followed
         _sys.stderr.write("cgtool record: this process is not recorded (%s: %s)\\n" % (type(_e).__name__, _e))
-
-# The sitecustomize this one shadows, if any, runs as it would have.
-_sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
-_mine = _sys.modules.pop("sitecustomize", None)
-try:
-    import sitecustomize  # noqa: F401
-except ImportError:
-    pass
-except Exception as _e:
-    _sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\\n%s: %s\\n" % (type(_e).__name__, _e))
-finally:
-    if _mine is not None:
-        _sys.modules["sitecustomize"] = _mine
 '''

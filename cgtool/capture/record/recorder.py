@@ -244,11 +244,10 @@ class Recorder:
         os.makedirs(out_dir, exist_ok=True)
         if self.sub.nodecb is not None:
             self.sub.nodecb.after_fork_child(threading.get_ident())
+        self.sub.forked = True
         self.tracker.reset_after_fork()
-        if self.coverage is not None:
-            self.coverage.graph_ns, self.coverage.graph_kernels, self.coverage.records = {}, {}, []
-            self.coverage.eager_ns = self.coverage.eager_kernels = 0
-            self.coverage.eager_after_ns = self.coverage.eager_after_kernels = 0
+        # CUPTI's activity buffers are the parent's: the child's kernel activity is not reported
+        self.coverage = None
         self.skips, self.suspensions, self.exit_note = [], [], None
         self.started = time.time()
         self.timeline = {"recorder_start": self.started}

@@ -73,6 +73,10 @@ class Subscription:
         self.kernel_activity = kernel_activity
         self.tracing = tracing
         self.how = ""  # the subscriber in use, once subscribed
+        #: this process is a fork's child: CUPTI's state is the parent's copy, and the recorder makes
+        #: no CUPTI call of its own any more (an unsubscribe there could wait on a lock a thread of the
+        #: parent held at the fork: the child must never hang)
+        self.forked = False
         self.errors: list[str] = []
         self.cupti: Any = None
         self.ids: Any = None
@@ -209,7 +213,7 @@ class Subscription:
 
     # ------------------------------------------------------------------ giving CUPTI up
     def close(self) -> None:
-        if self._sub is not None:
+        if self._sub is not None and not self.forked:
             try:
                 self._sub.unsubscribe()
             except Exception:
