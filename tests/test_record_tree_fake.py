@@ -344,10 +344,11 @@ def test_the_programs_own_sitecustomize_still_runs(tmp_path: Path) -> None:
     """The bootstrap shadows a sitecustomize on the program's path: that one still runs, once, first."""
     user_site = tmp_path / "user_site"
     user_site.mkdir()
-    (user_site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = str(int(os.environ.get("
-                                                "'USER_SITE_RAN', '0')) + 1)\n")
+    (user_site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RUNS'] = "
+                                                "os.environ.get('USER_SITE_RUNS', '') + ' %d' % os.getpid()\n")
     prog = tmp_path / "p.py"
-    prog.write_text("import json, os, sys\nprint('RESULT ' + json.dumps({'ran': os.environ.get('USER_SITE_RAN'), "
+    prog.write_text("import json, os, sys\nruns = os.environ.get('USER_SITE_RUNS', '').split()\n"
+                    "print('RESULT ' + json.dumps({'ran': runs.count(str(os.getpid())), "
                     "'recording': 'cgtool.capture.record.process' in sys.modules}))\n")
     site = fake_site(str(tmp_path / "site"))
     root = Path(__file__).resolve().parents[1]
@@ -356,4 +357,4 @@ def test_the_programs_own_sitecustomize_still_runs(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-c", RECORD_DRIVER, "record", "-o", str(tmp_path / "rec"), "--", "python",
                         str(prog)], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert results(p.stdout) == [{"ran": "1", "recording": True}]
+    assert results(p.stdout) == [{"ran": 1, "recording": True}]
