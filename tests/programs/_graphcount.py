@@ -3,6 +3,7 @@
 the programs patch torch's class with plain Python and print ``RESULT {pid, graphs, replays}``."""
 import json
 import os
+import sys
 
 import torch
 
@@ -29,5 +30,6 @@ def install() -> None:
 
 def result(**extra: object) -> None:
     """One line a test reads: this process's graphs and replays (cumulative: the last line of a pid counts)."""
-    print("RESULT " + json.dumps({"pid": os.getpid(), "graphs": len(_graphs), "replays": list(_graphs), **extra}),
-          flush=True)
+    line = "RESULT " + json.dumps({"pid": os.getpid(), "graphs": len(_graphs), "replays": list(_graphs), **extra})
+    sys.stdout.write(line + "\n")  # one write: the processes of a program share stdout
+    sys.stdout.flush()
