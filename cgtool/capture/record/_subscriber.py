@@ -28,7 +28,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Callable
 
-from cgtool.capture import graphread
+from cgtool.capture import _libcupti
 
 Handler = Callable[[int, int, int], None]
 
@@ -256,5 +256,5 @@ def result_name(status: int, lib: Any = None, cupti: Any = None) -> str:
 
 # The CUPTI calls besides callbacks (ids, timestamp) and libcupti's loading belong to the graph reader,
 # which the export uses without the recorder; the recorder takes them from there.
-Ids = graphread.CuptiIds
-load_libcupti = graphread.load_libcupti
+Ids = _libcupti.CuptiIds
+load_libcupti = _libcupti.load_libcupti
