@@ -298,3 +298,75 @@ def test_generated_code_is_labelled_with_the_model_line(tmp_path: Path, monkeypa
     site = attribution.resolve(frames)
     assert site.short() == "modeling_llama.py:262 model.layers.0.self_attn.q_proj (linear, gelu (aten.addmm, aten.gelu))"
     assert site.to_json()["module_path"] == "model.layers.0.self_attn.q_proj"
+
+
+# ---------------------------------------------------------------------------------- the answers
+def _write_process(folder: Path, graphs: list[dict[str, Any]], trace: dict[str, Any] | None = None,
+                   timeline: dict[str, float] | None = None) -> None:
+    folder.mkdir(parents=True)
+    (folder / "index.json").write_text(json.dumps({
+        "cgtool_record": 1, "pid": 42, "parent": 1, "program": ["python", "serve.py"], "finished": True,
+        "exit_code": 0, "graphs": graphs, "trace": "trace.json" if trace else None,
+        "timeline": timeline or {}}))
+    if trace:
+        (folder / "trace.json").write_text(json.dumps(trace))
+
+
+def test_replay_gaps_from_the_trace_and_the_launch_order(tmp_path: Path) -> None:
+    """The host's gap before each traced replay: the launch's start to the first GPU work of the same
+    correlation; the GPU's idle time since the previous launch's last work when that launch (launch
+    order) was traced too. Expected values are worked out here from the events by hand."""
+    from cgtool.artifacts.recording import load_recordings
+    from cgtool.inspect.record_summary import replay_gaps
+
+    ev = [
+        {"ph": "X", "cat": "cuda_runtime", "ts": 100.0, "dur": 5.0, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "ts": 112.0, "dur": 10.0, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "ts": 125.0, "dur": 5.0, "args": {"correlation": 1}},  # ends at 130
+        {"ph": "X", "cat": "cuda_runtime", "ts": 131.0, "dur": 5.0, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "kernel", "ts": 140.0, "dur": 4.0, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "cuda_runtime", "ts": 300.0, "dur": 5.0, "args": {"correlation": 9}},
+        {"ph": "X", "cat": "gpu_memcpy", "ts": 303.0, "dur": 1.0, "args": {"correlation": 9}},
+    ]
+    graphs = [{"label": "#0 serve.py:10", "file": "graph_000.json", "replays": 5, "captured_at": "/s/serve.py:10",
+               "traced_launches": [{"correlation": 1, "launch_seq": 4, "site": "/s/serve.py:30"},
+                                   {"correlation": 3, "launch_seq": 5, "site": "/s/serve.py:30"}]},
+              {"label": "#1 serve.py:10", "file": "graph_001.json", "replays": 2, "captured_at": "/s/serve.py:10",
+               "traced_launches": [{"correlation": 9, "launch_seq": 9, "site": "/s/serve.py:31"}]}]
+    _write_process(tmp_path / "p42", graphs, {"traceEvents": ev})
+    (rec,) = load_recordings(tmp_path / "p42")
+    gaps = {(g.seq, g.launch_site): g for g in replay_gaps(rec)}
+    a, b, c = gaps[(0, "/s/serve.py:30")], None, gaps[(1, "/s/serve.py:31")]
+    got = sorted((g.seq, g.launch_to_first_kernel_us, g.idle_since_previous_replay_us) for g in replay_gaps(rec))
+    assert got == [(0, 9.0, 10.0), (0, 12.0, None), (1, 3.0, None)]
+    assert a.seq == 0 and c.launch_to_first_kernel_us == 3.0 and b is None
+
+
+def test_findings_state_what_served_and_what_is_idle(tmp_path: Path) -> None:
+    """67 graphs at one site, 4 serving almost every replay: the findings say so, with the memory
+    the others took and the capture time's share of the wall time."""
+    from cgtool.artifacts.recording import load_tree
+    from cgtool.inspect.record_summary import summarize
+
+    graphs = []
+    for i in range(67):
+        replays = [500, 300, 150, 50][i] if i < 4 else (1 if i < 10 else 0)
+        graphs.append({"label": f"#{i} serve.py:10", "file": f"graph_{i:03d}.json", "replays": replays,
+                       "captured_at": "/s/serve.py:10", "capture_s": 0.02, "instantiate_s": 0.01,
+                       "reserved_during_capture": 20 * 2**20})
+    _write_process(tmp_path / "p42", graphs, timeline={"boot_start": 0.0, "program_end": 100.0})
+    (tmp_path / "index.json").write_text(json.dumps({
+        "cgtool_record": 2, "program": ["python", "serve.py"], "exit_code": 0, "root_pid": 42,
+        "processes": [{"pid": 42, "parent": 1, "argv": ["python", "serve.py"], "followed": True, "folder": "p42",
+                       "finished": True, "exit_code": 0, "graphs": 67, "replays": 1006}]}))
+    s = summarize(load_tree(tmp_path))
+    total = sum(g["replays"] for g in graphs)
+    ranked = sorted((g["replays"] for g in graphs), reverse=True)
+    k = next(k for k in range(1, 68) if sum(ranked[:k]) >= 0.9 * total)  # the fewest serving 90 %
+    text = "\n".join(s.findings)
+    assert (f"{k} of 67 graphs served {100 * sum(ranked[:k]) / total:.0f} % of replays; the other {67 - k} took "
+            f"{(67 - k) * 20 / 1024:.1f} GiB") in text
+    never = sum(1 for g in graphs if g["replays"] == 0)
+    assert f"{never} graph(s) were never replayed" in text
+    assert "serve.py:10 captured 67 graphs" in text
+    assert f"{67 * 0.03:.3f} s in all" in text and f"{100 * 67 * 0.03 / 100:.0f} % of its wall time" in text

@@ -150,7 +150,7 @@ def _graph(pid: int | None, g: dict[str, Any]) -> GraphStat:
 
 def _wall(idx: dict[str, Any]) -> float | None:
     tl = idx.get("timeline") or {}
-    start = tl.get("boot_start") or tl.get("program_start") or tl.get("recorder_start")
+    start = next((tl[k] for k in ("boot_start", "program_start", "recorder_start") if tl.get(k) is not None), None)
     end = tl.get("program_end")
     if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
         return float(end - start)
