@@ -6,7 +6,7 @@
  * sys._getframe 1.23x, before any work. So the node-creation callback, the one called for every
  * node, is this C function: it reads the graph and node handles from CUPTI's structs, walks the
  * Python frames of the creating thread with the C API, and stores what the Python path
- * (recorder.Recorder._node_info / attribution.grab_node_info) stores, packed into one bytes object
+ * (tracker.GraphTracker._node_info / attribution.grab_node_info) stores, packed into one bytes object
  * (pack_info; unpack() gives the tuple back):
  *
  *     nodes[graph][node] = ((codes, lastis, module_class, module_index, autograd_op, range), None)
@@ -343,10 +343,10 @@ static PyObject *module_of_iframe(IFrame *f, PyCodeObject *code) {
  *   int32 nframes, int32 module_index, then pointers to module class, autograd op name, range name
  *   (NULL for none), then per frame: code object pointer, int32 lasti (bytes), int32 0.
  *
- * A capture makes nodes by the hundred; each used to leave four new containers (two lists, two
- * tuples), which count towards the cyclic GC's next collection whether tracked or not: on the GPU
- * machine the recorded captures of benchmarks/probe_record_capture.py spent ~1 ms a graph in
- * collections they set off (0.3 a graph, mostly full ones in a torch process), the bare ones none.
+ * A capture makes nodes by the hundred; keeping each as four new containers (two lists, two tuples)
+ * counts towards the cyclic GC's next collection whether tracked or not: on the GPU machine such
+ * recorded captures of benchmarks/probe_record_capture.py spent ~1 ms a graph in collections they
+ * set off (0.3 a graph, mostly full ones in a torch process), the bare ones none.
  * Bytes and ints are not GC objects. The objects pointed to are kept alive once each in g_kept
  * (code objects, module classes, interned op and range names: few distinct ones in a program);
  * unpack() rebuilds the tuple the Python callback stores, off the capture path (the writer thread). */
