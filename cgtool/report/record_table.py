@@ -28,7 +28,17 @@ def _where(v: Any) -> str:
     return f"{os.path.basename(path)}:{line}"
 
 
+_MP = (("multiprocessing.spawn", "multiprocessing spawn"), ("multiprocessing.forkserver", "multiprocessing forkserver"),
+       ("multiprocessing.resource_tracker", "multiprocessing resource tracker"))
+
+
 def _argv(argv: list[str], width: int = 48) -> str:
+    """A process's command line, short: multiprocessing's helpers by what they are."""
+    if len(argv) >= 3 and argv[1:3] != [] and "-c" in argv[:4]:
+        code = argv[argv.index("-c") + 1] if argv.index("-c") + 1 < len(argv) else ""
+        for mod, what in _MP:
+            if mod in code:
+                return f"{os.path.basename(argv[0])} ({what})"
     text = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(argv)) or "?"
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -63,7 +73,7 @@ def _processes(con: Console, s: RecordSummary) -> None:
                       f"{s.exit_code if s.exit_code is not None else '-'}", title_justify="left")
     for col, j in (("pid", "right"), ("parent", "right"), ("rank", "right"), ("recorded", "left"),
                    ("graphs", "right"), ("replays", "right"), ("exit", "right"), ("command", "left")):
-        tab.add_column(col, justify=j, no_wrap=col != "command", overflow="fold")  # type: ignore[arg-type]
+        tab.add_column(col, justify=j, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
     for p in s.processes:
         tab.add_row("?" if p.pid is None else str(p.pid), str(p.parent if p.parent is not None else "-"),
                     "-" if p.rank is None else str(p.rank),
