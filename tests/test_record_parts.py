@@ -17,7 +17,6 @@ import pytest
 
 from fake_cupti_abi import FakeCupti, Res, Rt, Site, capture, install, replay
 
-from cgtool.capture.record import _subscriber as S
 
 
 @pytest.fixture
