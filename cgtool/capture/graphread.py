@@ -189,7 +189,7 @@ class RawGraph:
 
 @dataclass(frozen=True, slots=True)
 class QuickRead:
-    """What the compiled read takes from a live graph: ``_nodecb.read_graph``'s result (handles,
+    """What the compiled read takes from a live graph: ``_graphread.read_graph``'s result (handles,
     edges, kernel parameters, function names, CUPTI's node ids), the exec graph id and the types
     of the nodes that are not kernels. :func:`complete` makes the :class:`RawGraph` of it without a
     CUDA call, so the recorder reads in its CUDA callback and completes in its writer thread."""
