@@ -15,15 +15,12 @@ alternating, in fresh processes. Two figures, medians over the rounds:
 ``torch.cuda.graph``'s ``__enter__`` (its ``gc.collect()`` apart), the forward under capture, its
 ``__exit__`` (end of capture and instantiation) and the synchronize, medians per graph and mode.
 
-And where the recorded run's extra time goes, from the wall-clock stamps the recording keeps
-(``index.json`` ``timeline``, ``recorder_timings``): before the child's first line (the parent
-CLI and the child interpreter), the child's setup (imports, CUPTI subscribe), the program itself,
-the end of the run (writer drained, ledger, final files), and after it (the child's exit, the
-parent's summary). Modes: ``bare``, ``record``, ``boot`` (the recording child started directly,
-without the parent CLI), ``coverage`` (record --coverage), ``record_pycb`` (cupti-python's own
-subscribe), ``record_lite`` (no module names / autograd op per node). ``MODE+NAME=VALUE`` sets
-``CGTOOL_RECORD_NAME=VALUE`` for that mode (the recorder's overhead experiments: ``boot+NOFRAMES``
-keeps nothing per node, ``boot+EXIT=fast`` skips the interpreter's teardown).
+And where the recorded run's extra time goes, from the wall-clock stamps the program's process
+keeps in its recording (``OUT/p<PID>/index.json`` ``timeline``, ``recorder_timings``): before the
+bootstrap (the parent CLI and the interpreter's start), the recorder's setup (imports, CUPTI
+subscribe), the program itself, the end of the run (writer drained, ledger, final files), and after
+it (the process's exit, the parent's tree and summary). Modes: ``bare``, ``record``, ``coverage``
+(record --coverage), ``record_pycb`` (cupti-python's own subscribe: ``CGTOOL_RECORD_SUBSCRIBER``).
 """
 from __future__ import annotations
 
@@ -80,7 +77,7 @@ def main() -> None:
                          "__enter__ (gc.collect() apart), the forward, __exit__ and the synchronize "
                          "(benchmarks/capture_phases_program.py)")
     ap.add_argument("--modes", default="bare,record",
-                    help="bare, record, boot, coverage, record_pycb, record_lite (see the docstring)")
+                    help="bare, record, coverage, record_pycb (see the docstring)")
     ap.add_argument("--cpus", default="",
                     help="run every process (bare and recorded, and the recorded one's child) on these CPUs, "
                          "e.g. 0-7 (on the H100 machines pinning did not remove the two states fresh "
@@ -96,30 +93,23 @@ def main() -> None:
         for mode in modes:
             env = dict(os.environ)
             out = os.path.join(tmp, f"{mode}{r}")
-            base, _, variant = mode.partition("+")  # e.g. boot+EXIT=fast: an experiment's env setting
-            if variant:
-                k, _, v = variant.partition("=")
-                env[f"CGTOOL_RECORD_{k}"] = v or "1"
+            base = mode
             if base == "bare":
                 cmd = [sys.executable, PROG, *prog_args]
-            elif base == "boot":
-                env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-                os.makedirs(out, exist_ok=True)
-                cmd = [sys.executable, "-m", "cgtool.capture.record._boot", "--out", out, "--", PROG, *prog_args]
             else:
                 cmd = [sys.executable, "-m", "cgtool", "record", "-o", out, "--force",
                        *(["--coverage"] if base == "coverage" else []), "--", "python", PROG, *prog_args]
                 if base == "record_pycb":
                     env["CGTOOL_RECORD_SUBSCRIBER"] = "cupti-python"
-                if base == "record_lite":
-                    env["CGTOOL_RECORD_LITE"] = "1"
             wall, res, t_launch, t_exit = _run(cmd, env, cpus)
             row = {"wall_s": wall, "capture_s": res["capture_s"], "program_wall_s": res["wall_s"]}
             if "phases" in res:
                 row["capture_phases_s"] = res["phases"]
                 row["gc_tracked"] = res["gc_tracked"]
             if base != "bare":
-                idx = json.load(open(os.path.join(out, "index.json")))
+                tree = json.load(open(os.path.join(out, "index.json")))
+                root = next(p for p in tree["processes"] if p["pid"] == tree["root_pid"])
+                idx = json.load(open(os.path.join(out, root["folder"], "index.json")))
                 tl = idx.get("timeline") or {}
                 row["callback_stats"] = idx.get("callback_stats")
                 row["launch_callbacks"] = idx.get("launch_callbacks")

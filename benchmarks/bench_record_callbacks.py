@@ -96,6 +96,7 @@ def main() -> None:
     os.environ["CGTOOL_RECORD_SUBSCRIBER"] = "cupti-python"
     import cgtool.capture._fastcuda as fc
     import cgtool.capture.export as ex
+    import cgtool.capture.graphread as gr
 
     graphs: dict[int, list[int]] = {}
 
@@ -113,8 +114,8 @@ def main() -> None:
                            "nodes": [{"grid": [1, 1, 1], "block": [128, 1, 1], "shared_mem": 0} for _ in range(n)],
                            "environment": {}}}
 
-    ex.read_quick = lambda graph, exec_, **kw: None  # type: ignore[attr-defined]
-    ex.read_graph = lambda graph, exec_, **kw: types.SimpleNamespace(  # type: ignore[attr-defined]
+    gr.read_quick = lambda graph, exec_, **kw: None  # type: ignore[assignment]
+    gr.read_graph = lambda graph, exec_, **kw: types.SimpleNamespace(  # type: ignore[assignment]
         handles=list(graphs[graph]), exec_id=exec_ // 1000, args=(graph, exec_))
     ex.build = lambda raw, **kw: ex.Export(graph_data(*raw.args), {})  # type: ignore[attr-defined]
 
@@ -201,7 +202,7 @@ def main() -> None:
     base_node, base_exec = statistics.median(node_ns), statistics.median(exec_ns)
     node_ns.clear()
     exec_ns.clear()
-    box[0] = rec._callback
+    box[0] = rec.tracker.callback
     t_all = time.perf_counter()
     launch_ns = drive(1) - launch0
     t0 = time.perf_counter()

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from cgtool.capture import _fastcuda
-from cgtool.capture import export as _export
+from cgtool.capture import graphread as _export
 # Unchanged by issue 18: taken from the live module rather than copied.
 from cgtool.capture.export import (_child_summary, _func_name, _get_edges, _get_nodes, driver_has_tools_ids,
                                    environment)

@@ -19,8 +19,8 @@ synchronize, as the runner times it) and its ratio to the bare capture:
 * ``py_export``: and the exec-created callback reads the topology (``export.graph_data``);
 * ``recorder``: the recorder itself (``Recorder.start()`` ... ``finish()``), writer thread included,
   with its compiled node callback where it is built; ``recorder_py``: with its Python callback
-  (``CGTOOL_RECORD_SUBSCRIBER=ctypes``); ``recorder_nodefer``: the Python callback and a writer
-  that writes each graph at once (``CGTOOL_RECORD_WRITER_QUIET_S=0``); ``recorder_map``: the
+  (``RecordOptions(subscriber="ctypes")``); ``recorder_nodefer``: the Python callback and a writer
+  that writes each graph at once (``writer_quiet_s=0``); ``recorder_map``: the
   recorder reading each graph column by column from Python (``read_graph(impl="map")``, the read
   before the compiled one); ``recorder_noreserved``: without reading the memory taken at capture
   begin and instantiation; ``recorder_torchstats``: reading it from torch's allocator statistics
@@ -234,7 +234,7 @@ def main() -> None:
             gc_s[0] += time.perf_counter() - gc_s[1]
             gc_s[2] += 1
 
-    # The compiled read (_nodecb.read_graph) timed inside the graph-exec callback's read phase.
+    # The compiled read (_graphread.read_graph) timed inside the graph-exec callback's read phase.
     from cgtool.capture import _fastcuda
 
     c_read = [0.0, 0]
@@ -280,7 +280,8 @@ def main() -> None:
     gc_us: dict[str, list[float]] = {}  # config -> [µs in cyclic GC while capturing, collections, µs in the C read, reads]
     cb_us: dict[str, dict[str, list[float]]] = {}  # config -> callback id -> [calls, µs inside], measured rounds
     phases_us: dict[str, dict[str, float]] = {}
-    from cgtool.capture import export as export_mod
+    from cgtool.capture import graphread as export_mod  # where the recorder's reads are looked up
+    from cgtool.capture.record.options import RecordOptions
 
     read_graph, read_quick = export_mod.read_graph, export_mod.read_quick
     for r in range(a.rounds + 1):  # round 0 warms every configuration up and is dropped
@@ -294,21 +295,18 @@ def main() -> None:
             elif cfg in cfuncs:
                 sub = Sub(lib, cupti, cfuncs[cfg], enable=True)
             elif cfg.startswith("recorder"):
-                rec = Recorder(os.path.join(tmp, f"{cfg}{r}"), program=["probe"])
-                if cfg == "recorder_nodefer":
-                    rec._quiet_s = 0.0
+                opts = RecordOptions(subscriber="ctypes" if cfg in ("recorder_py", "recorder_nodefer") else "auto",
+                                     writer_quiet_s=0.0 if cfg == "recorder_nodefer" else 0.25)
+                rec = Recorder(os.path.join(tmp, f"{cfg}{r}"), opts, program=["probe"])
                 if cfg == "recorder_map":
                     export_mod.read_graph = lambda *x, **k: read_graph(*x, **{**k, "impl": "map"})  # type: ignore
                     export_mod.read_quick = lambda *x, **k: None  # type: ignore
                 if cfg == "recorder_noreserved":
-                    rec._reserved = lambda: None  # type: ignore[method-assign]
+                    rec.tracker.reserved = lambda: None  # type: ignore[method-assign]
                 if cfg == "recorder_torchstats":
-                    rec._reserved = rec._reserved_by_torch  # type: ignore[method-assign]
-                if cfg in ("recorder_py", "recorder_nodefer"):
-                    os.environ["CGTOOL_RECORD_SUBSCRIBER"] = "ctypes"
+                    rec.tracker.reserved = rec.tracker.reserved_by_torch  # type: ignore[method-assign]
                 os.makedirs(rec.out_dir, exist_ok=True)
                 rec.start()
-                os.environ.pop("CGTOOL_RECORD_SUBSCRIBER", None)
                 subscribers[cfg] = rec.subscriber
             gc_s[0], gc_s[2], c_read[0], c_read[1] = 0.0, 0, 0.0, 0
             times = capture_all()
@@ -327,16 +325,16 @@ def main() -> None:
                 export_mod.read_quick = read_quick
                 if r:
                     per = cb_us.setdefault(cfg, {})
-                    stats = dict(rec._cb_stats)
-                    if rec.subscriber == "c":
-                        calls, ns, _ = _subscriber.compiled_callback().stats()
-                        stats[(rec._D_RES, rec._R_NODE)] = [calls, ns]
+                    stats = dict(rec.tracker.cb_stats)
+                    for key, v in rec.sub.compiled_stats()[0].items():  # the compiled callback's own
+                        prev = stats.get(key, [0, 0])
+                        stats[key] = [prev[0] + v[0], prev[1] + v[1]]
                     for (d, c), (calls, ns) in stats.items():
                         acc = per.setdefault(f"{d}/{c}", [0, 0.0])
                         acc[0] += calls
                         acc[1] += ns / 1e3
                     ph = phases_us.setdefault(cfg, {})
-                    for k, v in rec._exec_phases.items():
+                    for k, v in rec.tracker.exec_totals().items():
                         ph[k] = ph.get(k, 0.0) + v * 1e6
             keep.clear()
             if r:
@@ -384,7 +382,7 @@ def main() -> None:
     print("cyclic GC while capturing, per graph:", ", ".join(
         f"{c} {v:.0f} us ({summary['gc_collections_per_graph'][c]:.2f} collections)"
         for c, v in summary["gc_us_per_graph"].items()))
-    print("the compiled read (_nodecb.read_graph) per graph:", ", ".join(
+    print("the compiled read (_graphread.read_graph) per graph:", ", ".join(
         f"{c} {v:.0f} us" for c, v in summary["compiled_read_us_per_graph"].items()))
 
 

@@ -12,3 +12,13 @@ docs/architecture.md says where a new command or analysis goes.
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # ``cgtool.record(out)``: the library API of `cgtool record` (capture/record/api.py), imported on
+    # first use so that ``import cgtool`` stays free of the capture side.
+    if name == "record":
+        from cgtool.capture.record.api import record
+
+        return record
+    raise AttributeError(f"module 'cgtool' has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """A stand-in for the driver and CUPTI entry points a graph export calls, made of C-callable ctypes
-functions over a graph held in Python, so the export's read (``export.read_graph``: the compiled
+functions over a graph held in Python, so the export's read (``graphread.read_graph``: the compiled
 one-call read and the column-by-column one) runs on a machine without a GPU.
 
 The graph: ``n`` nodes with pointer-like handles (not sorted), some of them memset nodes (they
@@ -65,7 +65,7 @@ def make_graph(n: int, seed: int = 0, *, memsets: float = 0.1, funcs: int = 3, f
 
 
 class FakeDriver:
-    """What ``_fastcuda.Driver`` and ``_subscriber.Ids`` offer, answered from a :class:`FakeGraph`."""
+    """What ``_fastcuda.Driver`` and ``graphread.CuptiIds`` offer, answered from a :class:`FakeGraph`."""
 
     def __init__(self, g: FakeGraph, *, graph_handle: int = 0xABC000, exec_handle: int = 0xDEF000,
                  edges_fail: bool = False) -> None:
@@ -153,7 +153,7 @@ class FakeDriver:
     edges = _fastcuda.Driver.edges
     name = _fastcuda.Driver.name
 
-    # _subscriber.Ids's
+    # graphread.CuptiIds
     def get_graph_exec_id(self, exec_: int) -> int:
         assert exec_ == self.exec_handle
         return self.g.exec_id
@@ -183,10 +183,11 @@ class FakeRuntime:
 
 def install(monkeypatch: Any, drv: FakeDriver) -> None:
     """Point the export at the stand-in: its driver, cuda.bindings' few names, CUPTI's ids."""
-    from cgtool.capture import export
+    from cgtool.capture import export, graphread
 
-    monkeypatch.setattr(export, "require_bindings", lambda what="": (FakeRuntime, object()))
-    monkeypatch.setattr(export, "_NODE_TYPE_NAMES", None)
-    monkeypatch.setattr(export, "_tools_id_probe", False)  # a driver before 13.1: CUPTI's ids
+    for mod in (export, graphread):
+        monkeypatch.setattr(mod, "require_bindings", lambda what="": (FakeRuntime, object()))
+    monkeypatch.setattr(graphread, "_NODE_TYPE_NAMES", None)
+    monkeypatch.setattr(graphread, "_tools_id_probe", False)  # a driver before 13.1: CUPTI's ids
     monkeypatch.setattr(_fastcuda, "load", lambda: drv)
-    monkeypatch.setattr(export, "_compiled_ids", lambda: drv)
+    monkeypatch.setattr(graphread, "_compiled_ids", lambda: drv)

@@ -44,12 +44,12 @@ def test_record_help_is_the_full_apps() -> None:
 
 def test_usual_record_lines_start_the_program_before_typer_loads() -> None:
     stub = ("import sys, cgtool.capture.record.launcher as L; "
-            "L.start = lambda spec: (print('TYPER', 'typer' in sys.modules, 'rich' in sys.modules, spec.out, "
-            "spec.program, spec.trace_replays), sys.exit(0)); ")
+            "L.run = lambda opts, program: (print('TYPER', 'typer' in sys.modules, 'rich' in sys.modules, opts.out, "
+            "program, opts.trace_replays), sys.exit(0)); ")
     p = _run(stub + "from cgtool.cli.entry import main; "
              "main(['record', '-o', 'somewhere', '--trace-replays', '3', '--', 'python', 'tests/programs/server_runner.py', '2'])")
     assert p.returncode == 0, p.stderr
-    assert "TYPER False False somewhere ['tests/programs/server_runner.py', '2'] 3" in p.stdout
+    assert "TYPER False False somewhere ['python', 'tests/programs/server_runner.py', '2'] 3" in p.stdout
 
 
 # ---------------------------------------------------------------- the fast parser against typer's
@@ -98,7 +98,7 @@ def _typer_parse(args: list[str]) -> object:
 
     seen: dict[str, object] = {}
 
-    def fake(program: list[str], **opts: object) -> None:
+    def fake(program: list[str], opts: object) -> None:
         seen.update(program=list(program), opts=opts)
         raise _Ran
 
@@ -132,12 +132,16 @@ def test_fast_parser_takes_only_what_typer_parses_the_same(args: list[str]) -> N
 def test_fast_parser_takes_the_usual_lines() -> None:
     from pathlib import Path
 
-    from cgtool.cli.record_run import DEFAULTS, parse_fast
+    from dataclasses import replace
 
+    from cgtool.capture.record.options import RecordOptions
+    from cgtool.cli.record_run import parse_fast
+
+    defaults = RecordOptions.from_environment()
     line = ["-o", "rec", "--force", "--coverage", "--trace-replays", "3", "--nproc-per-node", "2", "--", "t.py", "-x"]
-    assert parse_fast(line) == (["t.py", "-x"], {**DEFAULTS, "out": Path("rec"), "force": True, "coverage": True,
-                                                  "trace_replays": 3, "nproc_per_node": 2})
-    assert parse_fast(["--", "python", "t.py"]) == (["python", "t.py"], DEFAULTS)
+    assert parse_fast(line) == (["t.py", "-x"], replace(defaults, out=Path("rec"), force=True, coverage=True,
+                                                         trace_replays=3, nproc_per_node=2))
+    assert parse_fast(["--", "python", "t.py"]) == (["python", "t.py"], defaults)
     for other in (["--help"], ["-o", "rec", "t.py"], ["--out=rec", "--", "t.py"], ["--nproc-per-node", "0", "--", "t.py"],
                   ["-o", "a", "-o", "b", "--", "t.py"], ["--"]):
         assert parse_fast(other) is None, other

@@ -124,7 +124,7 @@ def _raw_fields(raw):
 @pytest.mark.parametrize("n,fan_in", [(0, (1,)), (1, (1,)), (2, (1,)), (40, (0, 1, 1, 2)), (1000, (0, 1, 1, 2)),
                                       (60, (5, 6))])
 def test_compiled_read_equals_the_column_by_column_read(monkeypatch, n, fan_in):
-    """export.read_graph through the compiled helper's one call (``_nodecb.read_graph``) and through
+    """export.read_graph through the compiled helper's one call (``_graphread.read_graph``) and through
     the ctypes columns (impl="map"), over one stand-in driver: the same RawGraph, the same export
     document, and the stand-in's own graph in it (ids, names, kernels, edges)."""
     import json

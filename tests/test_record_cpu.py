@@ -5,6 +5,9 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
+import shutil
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -15,6 +18,8 @@ import pytest
 from rich.console import Console
 
 from cgtool.capture.record import attribution, launcher
+from cgtool.capture.record.options import RecordOptions
+from fake_cupti_abi import fake_site
 from cgtool.errors import InvalidInputError, OutputExistsError, UsageError
 from cgtool.artifacts.recording import load_recordings
 from cgtool.report.record_table import record_summary
@@ -69,16 +74,28 @@ def test_resolve_falls_back_to_the_capturing_thread() -> None:
 
 
 # --------------------------------------------------------------------------------------- launcher
-def test_normalise_program(tmp_path: Path) -> None:
+def test_command_line(tmp_path: Path) -> None:
+    """What `cgtool record -- ...` starts: a leading bare `python` runs as this interpreter (which has
+    cgtool), a script or `-m module` too; any other command as it is, found on PATH."""
     prog = tmp_path / "p.py"
     prog.write_text("print(1)\n")
-    assert launcher.normalise_program(["python", str(prog), "-x"]) == [str(prog), "-x"]
-    assert launcher.normalise_program(["/usr/bin/python3.12", str(prog)]) == [str(prog)]
-    assert launcher.normalise_program([str(prog)]) == [str(prog)]
-    assert launcher.normalise_program(["python", "-m", "pkg.mod", "a"]) == ["-m", "pkg.mod", "a"]
-    for bad in (["python"], ["python", "-m"], ["python", "-c", "pass"], ["python", str(tmp_path / "nope.py")]):
+    opts = RecordOptions()
+    py = sys.executable
+    assert launcher.command_line(["python", str(prog), "-x"], opts) == [py, str(prog), "-x"]
+    assert launcher.command_line(["python3", "-m", "pkg.mod", "a"], opts) == [py, "-m", "pkg.mod", "a"]
+    assert launcher.command_line([str(prog)], opts) == [py, str(prog)]
+    assert launcher.command_line(["python", "-c", "pass"], opts) == [py, "-c", "pass"]
+    sh = shutil.which("sh")
+    assert sh is not None
+    assert launcher.command_line(["sh", "-c", "exit 0"], opts) == ["sh", "-c", "exit 0"]  # a command, as it is
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o755)
+    assert launcher.command_line([str(script)], opts) == [str(script)]
+    for bad in (["python"], ["python", "-m"], ["python", str(tmp_path / "nope.py")], ["no-such-command-xyz"],
+                ["python", "-I", str(prog)]):
         with pytest.raises(UsageError):
-            launcher.normalise_program(bad)
+            launcher.command_line(bad, opts)
 
 
 def test_prepare_out(tmp_path: Path) -> None:
@@ -97,14 +114,14 @@ def test_prepare_out(tmp_path: Path) -> None:
     assert (other / "thesis.tex").exists()
 
 
-def test_child_command_uses_torchrun_for_ranks(tmp_path: Path) -> None:
-    one = launcher.child_command(launcher.RecordSpec(program=["p.py"], out=tmp_path))
-    assert one[1:4] == ["-m", "cgtool.capture.record._boot", "--out"] and one[-2:] == ["--", "p.py"]
-    many = launcher.child_command(launcher.RecordSpec(program=["p.py", "a"], out=tmp_path, nproc_per_node=2,
-                                                      trace_replays=3, torchrun_args=["--nnodes", "2"]))
+def test_command_line_uses_torchrun_for_ranks(tmp_path: Path) -> None:
+    prog = tmp_path / "p.py"
+    prog.write_text("print(1)\n")
+    many = launcher.command_line(["python", str(prog), "a"], RecordOptions(nproc_per_node=2, nnodes="2"))
     assert many[1:5] == ["-m", "torch.distributed.run", "--nproc-per-node", "2"]
-    assert "--nnodes" in many and many.index("--nnodes") < many.index("cgtool.capture.record._boot")
-    assert many[many.index("--trace-replays") + 1] == "3" and many[-3:] == ["--", "p.py", "a"]
+    assert many[5:7] == ["--nnodes", "2"] and many[-2:] == [str(prog), "a"]
+    with pytest.raises(UsageError):  # another command takes its own launcher
+        launcher.command_line(["sh", "-c", "true"], RecordOptions(nproc_per_node=2))
 
 
 # -------------------------------------------------------------------------------------------- CLI
@@ -119,39 +136,99 @@ def test_cli_bad_input(run_cli, tmp_path: Path) -> None:  # type: ignore[no-unty
     assert code == 2 and "No program given" in err
 
 
-def test_cli_without_cupti_stops_before_the_program(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    try:
-        import cupti  # noqa: F401
-        pytest.skip("cupti-python is installed here")
-    except ImportError:
-        pass
+def _driver(tmp_path: Path, args: list[str], setup: str, env_extra: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    """`cgtool record ARGS` in a subprocess after ``setup`` (Python run first in that process)."""
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root)] + [os.environ.get("PYTHONPATH", "")]),
+               COLUMNS="200")
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-c", setup + "; from cgtool.cli.entry import main; main(sys.argv[1:])",
+                           "record", *args], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+
+def test_no_cuda_is_said_first_and_nothing_is_left(tmp_path: Path) -> None:
+    """On a machine without a CUDA driver (this one, or a CPU-only torch's) `record` says so before
+    asking for anything else, runs nothing and leaves no folder."""
     marker = tmp_path / "ran"
     (tmp_path / "p.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
-    code, _, err = run_cli("record", "-o", str(tmp_path / "r"), "--", "python", str(tmp_path / "p.py"))
-    assert code == 3 and "cupti-python" in err
-    assert not marker.exists()
+    p = _driver(tmp_path, ["-o", "r", "--", "python", "p.py"],
+                "import sys, ctypes; from cgtool.capture.record import launcher; "
+                "launcher.ctypes = type('C', (), {'CDLL': staticmethod(lambda name: (_ for _ in ()).throw(OSError(name)))})")
+    assert p.returncode == 3, p.stderr
+    assert "No CUDA here" in p.stderr and p.stderr.index("No CUDA") < (p.stderr.find("cupti") % 10**9)
+    assert not marker.exists() and not (tmp_path / "r").exists()
+
+
+def test_without_cupti_python_nothing_is_left_and_a_retry_works(tmp_path: Path) -> None:
+    """cupti-python missing: exit 3 naming it, the program not run, no folder left behind, so the
+    same command works once it is installed (here: the stand-in CUPTI)."""
+    marker = tmp_path / "ran"
+    (tmp_path / "p.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    no_cupti = ("import sys; from cgtool.capture.record import launcher; "
+                "launcher.ctypes = type('C', (), {'CDLL': staticmethod(lambda name: None)}); sys.modules['cupti'] = None")
+    p = _driver(tmp_path, ["-o", "r", "--", "python", "p.py"], no_cupti)
+    assert p.returncode == 3 and "cupti-python" in p.stderr, p.stderr
+    assert not marker.exists() and not (tmp_path / "r").exists()
+    site = fake_site(str(tmp_path / "site"))
+    p = _driver(tmp_path, ["-o", "r", "--", "python", "p.py"],
+                "import sys; from cgtool.capture.record import launcher; launcher.preflight = lambda: None",
+                {"PYTHONPATH": site + os.pathsep + str(Path(__file__).resolve().parents[1]),
+                 "CGTOOL_RECORD_SUBSCRIBER": "cupti-python"})
+    assert p.returncode == 0, p.stderr
+    assert marker.exists() and (tmp_path / "r" / "index.json").exists()
+
+
+def test_cupti_held_by_another_profiler_stops_before_the_program(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    (tmp_path / "p.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    site = fake_site(str(tmp_path / "site"))
+    p = _driver(tmp_path, ["-o", "r", "--", "python", "p.py"],
+                "import sys; from cgtool.capture.record import launcher; launcher.preflight = lambda: None",
+                {"PYTHONPATH": site + os.pathsep + str(Path(__file__).resolve().parents[1]),
+                 "CGTOOL_RECORD_SUBSCRIBER": "cupti-python", "FAKE_CUPTI_HELD": "1"})
+    assert p.returncode == 3, p.stderr
+    assert "another profiler holds it" in p.stderr and "Traceback" not in p.stderr
+    assert not marker.exists() and not (tmp_path / "r").exists()
 
 
 # --------------------------------------------------------------------------------- reading/summary
+def _rows(text: str, first: str) -> list[list[str]]:
+    """The cells of the table rows whose first cell starts with ``first``."""
+    out = []
+    for ln in text.splitlines():
+        if ln.startswith("│"):
+            cells = [c.strip() for c in ln.strip("│").split("│")]
+            if cells and cells[0].startswith(first):
+                out.append(cells)
+    return out
+
+
 def test_summary_table_names_every_graph() -> None:
     recs = load_recordings(DATA / "record_server")
     con = Console(file=io.StringIO(), width=160, color_system=None)
     record_summary(con, recs)
     text = con.file.getvalue()  # type: ignore[attr-defined]
-    rows = [ln for ln in text.splitlines() if ln.startswith("│ #")]
+    rows = _rows(text, "#")
     assert len(rows) == len(recs[0].graphs)
-    for row, g in zip(rows, recs[0].graphs):
-        cells = [c.strip() for c in row.strip("│").split("│")]
-        assert cells[:4] == [g["label"].split()[0], str(g["exec_graph_id"]), str(g["nodes"]), str(g["replays"])]
+    for cells, g in zip(rows, recs[0].graphs):
+        assert cells[:3] == [g["label"].split()[0], str(g["nodes"]), str(g["replays"])]
         assert cells[-1] == Path(g["captured_at"]).name
     assert "memory: pool" in text
 
 
 def test_summary_of_ranks_and_empty() -> None:
-    con = Console(file=io.StringIO(), width=160, color_system=None)
-    record_summary(con, load_recordings(DATA / "record_ranks") + load_recordings(DATA / "record_nograph"))
+    """Each rank's graphs under its own title, whatever the checkout's path (the titles hold no path)."""
+    con = Console(file=io.StringIO(), width=100, color_system=None)
+    recs = load_recordings(DATA / "record_ranks")
+    record_summary(con, recs + load_recordings(DATA / "record_nograph"))
     text = con.file.getvalue()  # type: ignore[attr-defined]
-    assert "(rank 0)" in text and "(rank 1)" in text and "instantiated no CUDA graph" in text
+    titles = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("process ")]
+    assert titles == [f"process ? (rank {r.rank}): {len(r.graphs)} graph(s)" for r in recs]
+    assert str(DATA) not in "".join(titles)
+    con = Console(file=io.StringIO(), width=100, color_system=None)
+    record_summary(con, load_recordings(DATA / "record_nograph"))
+    assert "instantiated no CUDA graph" in con.file.getvalue()  # type: ignore[attr-defined]
 
 
 def test_bad_recordings_are_invalid_input(tmp_path: Path) -> None:
@@ -300,3 +377,16 @@ def test_module_inside_the_user_line() -> None:
     assert under.file == __file__ and under.module_inside and under.module == "Linear"
     holding = attribution.resolve(frames, modules=["Block"], module_index=1)
     assert not holding.module_inside
+
+
+def test_the_report_of_a_recording_opens_on_its_summary(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`cgtool report REC` puts the recording's answers above the first graph: the never-replayed
+    graph the compiled program made first (cudagraph trees' warm-up) is not what the page opens on."""
+    out = tmp_path / "r.html"
+    code, _, err = run_cli("report", str(DATA / "record_compiled"), "-o", str(out))
+    assert code == 0, err
+    page = out.read_text()
+    assert page.index("class=recsummary") < page.index("id=tabs")
+    recs = load_recordings(DATA / "record_compiled")
+    never = [g for g in recs[0].graphs if g["replays"] == 0]
+    assert f"{len(never)} graph(s) were never replayed" in page

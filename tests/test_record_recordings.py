@@ -319,3 +319,82 @@ def test_topo_of_a_recording_weights_exactly_the_traced_graphs(name: str) -> Non
             assert t.critical_path_us is None, fname
     if name == "compiled":  # the case this guards: a graph of the recording missing from the trace
         assert any(g.exec_graph_id not in traced for g, _ in topos.values())
+
+
+# ------------------------------------------------------------------- every process of a program
+# Recordings in the process-tree layout (OUT/index.json with "processes", OUT/p<PID>/ per process),
+# made by scripts/record_programs.sh from the programs that count their own graphs
+# (tests/programs/_graphcount.py prints RESULT {pid, graphs, replays} per process; last line wins).
+TREE_CASES = ["spawn_thread", "forkserver", "chain", "torchrun", "trees", "killed", "hf_llama"]
+
+
+def _tree(name: str) -> tuple[Path, dict[str, Any]]:
+    folder = _rec(name)
+    tree = _json(folder / "index.json")
+    if "processes" not in tree:
+        pytest.skip(f"{folder} is an older (one-process) recording")
+    return folder, tree
+
+
+def _last_results(folder: Path) -> dict[tuple[int, int], dict[str, Any]]:
+    out: dict[tuple[int, int], dict[str, Any]] = {}
+    text = (folder / "stdout.txt").read_text()
+    dec = json.JSONDecoder()
+    for m in re.finditer(r"RESULT ", text):
+        r, _ = dec.raw_decode(text, m.end())
+        if "pid" in r and "graphs" in r:
+            out[(r["pid"], r.get("image", 0))] = r
+    return out
+
+
+@pytest.mark.parametrize("name", TREE_CASES)
+def test_every_process_has_the_graphs_and_replays_it_counted(name: str) -> None:
+    folder, tree = _tree(name)
+    want = _last_results(folder)
+    assert want, "the program printed its counts"
+    recorded = {}
+    for p in tree["processes"]:
+        if p["followed"]:
+            pid, _, n = p["folder"][1:].partition("-x")
+            idx = _json(folder / p["folder"] / "index.json")
+            recorded[(int(pid), int(n or 0))] = [g["replays"] for g in idx["graphs"]]
+    for key, r in want.items():
+        assert recorded[key] == r["replays"], (key, recorded.get(key), r)
+    assert all(not v for k, v in recorded.items() if k not in want), "only the counting processes made graphs"
+    assert tree["exit_code"] == _exit_code(folder)
+
+
+def test_the_killed_worker_and_the_programs_exit_code() -> None:
+    folder, tree = _tree("killed")
+    (w,) = [p for p in tree["processes"] if p["followed"] and p["graphs"]]
+    assert not w["finished"] and w["exit_code"] == 128 + 9 and _exit_code(folder) == 7
+
+
+def test_cudagraph_trees_rerecord_at_one_line_with_the_shapes() -> None:
+    folder, tree = _tree("trees")
+    line = _marked_line("cudagraph_trees_reshape.py", "LINE_CALL")
+    (p,) = [p for p in tree["processes"] if p["followed"] and p["graphs"]]
+    idx = _json(folder / p["folder"] / "index.json")
+    served = [g for g in idx["graphs"] if g["replays"]]
+    assert served and all(g["captured_at"].endswith(f"cudagraph_trees_reshape.py:{line}") for g in served)
+    batches = {r["batches"][0] for r in _last_results(folder).values()} | set(next(iter(
+        _last_results(folder).values()))["distinct"])
+    shapes = {tuple(i[0] for i in g["capture_inputs"]["inputs"] if isinstance(i, list) and i)
+              for g in idx["graphs"] if g.get("capture_inputs")}
+    assert {b for s in shapes for b in s} >= batches - {None}
+
+
+def test_compiled_llama_nodes_name_the_model_lines_and_modules() -> None:
+    folder, tree = _tree("hf_llama")
+    hits = 0
+    for p in tree["processes"]:
+        if not p["followed"] or not p["graphs"]:
+            continue
+        idx = _json(folder / p["folder"] / "index.json")
+        for g in idx["graphs"]:
+            for e in _json(folder / p["folder"] / g["file"])["cgtool"]["nodes"]:
+                for m in (e.get("source") or {}).get("model") or []:
+                    if re.fullmatch(r"model\.layers\.\d+\.self_attn\.[qkvo]_proj", m.get("module_path") or "") and \
+                            str(m.get("file")).endswith("modeling_llama.py"):
+                        hits += 1
+    assert hits > 0

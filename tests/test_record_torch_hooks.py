@@ -6,7 +6,13 @@ here rather than leaving recordings without their names:
 * the names of open ``torch.profiler.record_function`` ranges (the recorder wraps the class);
 * the autograd node a backward pass is running (``torch._C._current_autograd_node``);
 * the ``torch.cuda.graph`` context manager holding its ``CUDAGraph`` as ``self.cuda_graph`` (the
-  pool of a graph is read from it) and the ``CUDAGraph.pool()`` method.
+  pool of a graph is read from it) and the ``CUDAGraph.pool()`` method;
+* CUDA graph trees' ``record_function`` (its ``new_inputs``: the shapes a graph was recorded for) and
+  ``deferred_cudagraphify`` (its ``int_key``);
+* Inductor's ``_compile_fx_inner`` and ``PyCodeCache.load_by_key_path`` (compiled code -> the model's
+  lines and nn.Module paths), and the FX nodes' ``stack_trace``/``nn_module_stack``/``from_node``;
+* the profiler's ``_prepare_profiler``/``_enable_profiler``/``_disable_profiler`` (the recorder gives
+  CUPTI up to the program's own torch.profiler).
 """
 
 import inspect
@@ -55,3 +61,76 @@ def test_graph_context_manager_holds_its_cuda_graph():
     src = inspect.getsource(torch.cuda.graphs.graph.__exit__)
     assert "self.cuda_graph" in src
     assert callable(getattr(torch.cuda.CUDAGraph, "pool", None))
+
+
+def test_cudagraph_trees_capture_functions_are_found():
+    from torch._inductor import cudagraph_trees
+
+    from cgtool.capture.record import attribution
+
+    attribution.track_trees()
+    names = {c.co_name for c in attribution._TREE_KEEP}
+    assert names == {"record_function", "deferred_cudagraphify"}, names
+    rf = inspect.signature(cudagraph_trees.CUDAGraphTreeManager.record_function)
+    assert "new_inputs" in rf.parameters
+    (deferred,) = [c for c in attribution._TREE_KEEP if c.co_name == "deferred_cudagraphify"]
+    assert "int_key" in deferred.co_varnames
+
+
+def test_the_profiler_entry_points_the_recorder_wraps():
+    import torch.autograd.profiler as P
+
+    for name in ("_prepare_profiler", "_enable_profiler", "_disable_profiler"):
+        assert callable(getattr(P, name, None)), name
+    src = inspect.getsource(P.profile._prepare_trace) + inspect.getsource(P.profile._start_trace)
+    assert "_prepare_profiler(" in src and "_enable_profiler(" in src  # looked up in the module at call time
+
+
+def test_inductor_entry_points_the_recorder_hooks():
+    from torch._inductor import codecache, compile_fx
+
+    assert callable(compile_fx._compile_fx_inner)
+    assert "_compile_fx_inner" in inspect.getsource(compile_fx.compile_fx_inner)
+    assert "path" in inspect.signature(codecache.PyCodeCache.load_by_key_path).parameters
+
+
+@pytest.mark.slow
+def test_compiled_code_is_mapped_to_the_model(tmp_path, monkeypatch):
+    """torch.compile on the CPU: every kernel's Source Nodes name a model line and module."""
+    import re
+
+    from cgtool.capture.record import inductor
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    inductor.track_compiled_code()
+
+    class Blk(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q_proj = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return torch.relu(self.q_proj(x))  # LINE_Q
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList([Blk(), Blk()])
+
+        def forward(self, x):
+            for b in self.layers:
+                x = b(x)
+            return x
+
+    torch._dynamo.reset()
+    torch.compile(M())(torch.randn(2, 8))
+    line = next(i + 1 for i, t in enumerate(open(__file__).read().splitlines()) if "# LINE_Q" in t)
+    files = [f for f in inductor._BY_FILE if str(tmp_path) in f]
+    assert files
+    seen = set()
+    for f in files:
+        for m in re.finditer(r"Source Nodes: \[(.*?)\]", open(f).read()):
+            names = tuple(n.strip() for n in m.group(1).split(","))
+            for site in inductor.model_sites(f, names):
+                seen.add((site["file"], site["line"], site["module_path"]))
+    assert (__file__, line, "layers.0.q_proj") in seen and (__file__, line, "layers.1.q_proj") in seen, seen

@@ -1,16 +1,25 @@
-"""Reading a ``cgtool record`` folder: ``index.json`` (one per rank under torchrun) and its graphs.
+"""Reading a ``cgtool record`` folder: the program's process tree and each process's graphs.
 
 Pure file reading: no torch, no capture imports. Layout written by ``cgtool/capture/record``::
 
-    DIR/index.json            program, exit code, graphs[], compile coverage, memory ledger, trace
-    DIR/graph_NNN.json        one export per graph (get_graph_data() schema + "cgtool" block)
-    DIR/trace.json            with --trace-replays: chrome trace with the exports embedded
-    DIR/rank<R>/...           the same per rank under torchrun
+    OUT/index.json              the tree (schema 2): program, exit code, processes[] (pid, parent,
+                                argv, rank, started_as, followed, folder, exit code and who saw it,
+                                graphs, replays, reason when not followed), complete, notes
+    OUT/p<PID>/index.json       one recorded process (schema 1): its pid, parent, argv, rank, graphs[]
+                                (replays, pool, capture time, capture site, traced launches), compile
+                                skips, coverage, memory ledger, children it saw, suspensions, trace
+    OUT/p<PID>/graph_NNN.json   one export per graph (get_graph_data() schema + "cgtool" block)
+    OUT/p<PID>/trace.json       with --trace-replays: chrome trace with the exports embedded
+    OUT/p<PID>-x<N>/...         the N-th program the same pid became through os.exec*
+
+A process folder is itself a recording of one process: any command that reads a recording reads
+``OUT`` whole or ``OUT/p<PID>`` alone. Older layouts still read: ``OUT/index.json`` of one process
+(schema 1, graphs beside it) and ``OUT/rank<R>/index.json`` per torchrun rank.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +27,9 @@ from cgtool.artifacts.jsonio import load_json
 from cgtool.errors import InvalidInputError
 
 INDEX = "index.json"
+#: Newest schemas this reader knows: a process's index, the tree's index.
+PROCESS_SCHEMA = 1
+TREE_SCHEMA = 2
 
 
 @dataclass(frozen=True)
@@ -32,10 +44,79 @@ class Recording:
     def graphs(self) -> list[dict[str, Any]]:
         return list(self.index.get("graphs", []))
 
+    @property
+    def pid(self) -> int | None:
+        v = self.index.get("pid")
+        return v if isinstance(v, int) else None
+
+    @property
+    def parent(self) -> int | None:
+        v = self.index.get("parent")
+        return v if isinstance(v, int) else None
+
     def graph_doc(self, entry: dict[str, Any]) -> dict[str, Any]:
         """The export of one index entry (plain or gzipped file)."""
         doc: dict[str, Any] = read_json(self.folder / str(entry["file"]))
         return doc
+
+
+@dataclass(frozen=True)
+class ProcessEntry:
+    """One process of the program's tree, recorded or not."""
+
+    pid: int | None
+    parent: int | None
+    argv: list[str]
+    followed: bool
+    folder: str | None  # the process's folder under the recording, when followed
+    rank: int | None = None
+    started_as: str | None = None
+    exit_code: int | None = None
+    exit_code_seen_by: str | None = None
+    finished: bool | None = None
+    graphs: int | None = None
+    replays: int | None = None
+    reason: str | None = None  # why it has no recording (or why its recording is not finished)
+    cuda: dict[str, Any] | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RecordingTree:
+    """A whole recording: its processes, and the recordings of those that were followed."""
+
+    folder: Path
+    index: dict[str, Any] | None  # the tree's index.json (None for the older layouts)
+    processes: list[ProcessEntry]
+    recordings: list[Recording]
+
+    @property
+    def program(self) -> list[str]:
+        if self.index is not None:
+            return list(self.index.get("program") or [])
+        return list(self.recordings[0].index.get("program") or []) if self.recordings else []
+
+    @property
+    def exit_code(self) -> int | None:
+        if self.index is not None:
+            v = self.index.get("exit_code")
+        else:
+            v = self.recordings[0].index.get("exit_code") if self.recordings else None
+        return v if isinstance(v, int) else None
+
+    @property
+    def complete(self) -> bool:
+        """Every process of the program was recorded to its end."""
+        return all(p.followed and p.finished is not False for p in self.processes)
+
+    @property
+    def not_followed(self) -> list[ProcessEntry]:
+        return [p for p in self.processes if not p.followed]
+
+    def recording_of(self, pid: int) -> Recording | None:
+        """The (last) recording of process ``pid``."""
+        out = [r for r in self.recordings if r.pid == pid]
+        return out[-1] if out else None
 
 
 def read_json(path: Path) -> Any:
@@ -65,37 +146,105 @@ def graph_paths(rec: "Recording") -> list[Path]:
     return out
 
 
+def _has_index(folder: Path) -> bool:
+    return (folder / INDEX).exists() or (folder / (INDEX + ".gz")).exists()
+
+
 def is_single_recording(folder: Path) -> bool:
-    """Whether ``folder`` is the recording of one process (its index.json directly inside)."""
-    return folder.is_dir() and ((folder / INDEX).exists() or (folder / (INDEX + ".gz")).exists())
+    """Whether ``folder`` holds the recording of one process: a process folder, or a whole recording
+    whose program had one recorded process."""
+    if not folder.is_dir() or not _has_index(folder):
+        return False
+    try:
+        idx = read_json(folder / INDEX)
+    except InvalidInputError:
+        return True  # let the loader say what is wrong with it
+    if isinstance(idx, dict) and "processes" in idx:
+        return sum(1 for d in folder.glob("p*") if _has_index(d)) == 1
+    return True
 
 
 def is_recording(folder: Path) -> bool:
-    return folder.is_dir() and (
-        (folder / INDEX).exists() or (folder / (INDEX + ".gz")).exists()
-        or any((d / INDEX).exists() or (d / (INDEX + ".gz")).exists() for d in folder.glob("rank*")))
+    return folder.is_dir() and (_has_index(folder) or any(_has_index(d) for d in folder.glob("rank*")))
 
 
-def load_recordings(folder: Path) -> list[Recording]:
-    """The recording in ``folder``, or one per ``rank*`` subfolder, sorted by rank."""
-    if (folder / INDEX).exists() or (folder / (INDEX + ".gz")).exists():
+def _entry(p: dict[str, Any]) -> ProcessEntry:
+    def i(k: str) -> int | None:
+        v = p.get(k)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    return ProcessEntry(pid=i("pid"), parent=i("parent"), argv=[str(a) for a in p.get("argv") or []],
+                        followed=bool(p.get("followed")), folder=p.get("folder") if p.get("followed") else None,
+                        rank=i("rank"), started_as=p.get("started_as"), exit_code=i("exit_code"),
+                        exit_code_seen_by=p.get("exit_code_seen_by"),
+                        finished=p.get("finished") if isinstance(p.get("finished"), bool) else None,
+                        graphs=i("graphs"), replays=i("replays"), reason=p.get("reason"),
+                        cuda=p.get("cuda") if isinstance(p.get("cuda"), dict) else None, raw=dict(p))
+
+
+def _rel(folder: Path, sub: Path) -> str:
+    if sub == folder:
+        return "."
+    try:
+        return str(sub.relative_to(folder))
+    except ValueError:
+        return str(sub)
+
+
+def from_recordings(folder: Path, recs: list[Recording]) -> RecordingTree:
+    """A tree of the given process recordings (the older layouts, which record no tree)."""
+    procs = [ProcessEntry(pid=r.pid, parent=r.parent, argv=[str(a) for a in r.index.get("program") or []],
+                          followed=True, folder=_rel(folder, r.folder),
+                          rank=r.rank, exit_code=r.index.get("exit_code"), exit_code_seen_by="itself",
+                          finished=bool(r.index.get("finished")), graphs=len(r.graphs),
+                          replays=sum(int(g.get("replays") or 0) for g in r.graphs)) for r in recs]
+    return RecordingTree(folder, None, procs, recs)
+
+
+def load_tree(folder: Path) -> RecordingTree:
+    """The recording in ``folder``: a whole program's, one process's, or the older per-rank layout."""
+    folder = Path(folder)
+    if _has_index(folder):
         idx = read_json(folder / INDEX)
-        return [Recording(folder, _check(idx, folder), idx.get("rank"))]
+        if isinstance(idx, dict) and "processes" in idx:
+            _check_tree(idx, folder)
+            procs = [_entry(p) for p in idx["processes"] if isinstance(p, dict)]
+            recs = []
+            for p in procs:
+                if p.folder and _has_index(folder / p.folder):
+                    sub = read_json(folder / p.folder / INDEX)
+                    recs.append(Recording(folder / p.folder, _check(sub, folder / p.folder), sub.get("rank")))
+            return RecordingTree(folder, idx, procs, recs)
+        return from_recordings(folder, [Recording(folder, _check(idx, folder), idx.get("rank"))])
     out = []
     for d in sorted(folder.glob("rank*")):
-        if (d / INDEX).exists() or (d / (INDEX + ".gz")).exists():
+        if _has_index(d):
             idx = read_json(d / INDEX)
             out.append(Recording(d, _check(idx, d), idx.get("rank")))
     if not out:
         raise InvalidInputError(f"{folder} holds no recording (no index.json, no rank*/index.json). "
                                 "Make one with `cgtool record -o DIR -- python prog.py`.")
-    return sorted(out, key=lambda r: (r.rank is None, r.rank or 0))
+    return from_recordings(folder, sorted(out, key=lambda r: (r.rank is None, r.rank or 0)))
+
+
+def load_recordings(folder: Path) -> list[Recording]:
+    """Every recorded process in ``folder`` (one for a process folder), in the tree's order."""
+    return load_tree(folder).recordings
 
 
 def _check(idx: Any, folder: Path) -> dict[str, Any]:
     if not isinstance(idx, dict) or "cgtool_record" not in idx or not isinstance(idx.get("graphs"), list):
         raise InvalidInputError(f"{folder / INDEX} is not a cgtool recording index (no cgtool_record/graphs keys).")
-    if int(idx["cgtool_record"]) > 1:
+    if int(idx["cgtool_record"]) > PROCESS_SCHEMA:
         raise InvalidInputError(f"{folder / INDEX} has recording schema {idx['cgtool_record']}, newer than this "
-                                "cgtool reads (1); upgrade cgtool.")
+                                f"cgtool reads ({PROCESS_SCHEMA}); upgrade cgtool.")
     return idx
+
+
+def _check_tree(idx: dict[str, Any], folder: Path) -> None:
+    v = idx.get("cgtool_record")
+    if not isinstance(v, int) or not isinstance(idx.get("processes"), list):
+        raise InvalidInputError(f"{folder / INDEX} is not a cgtool recording index (no cgtool_record/processes keys).")
+    if v > TREE_SCHEMA:
+        raise InvalidInputError(f"{folder / INDEX} has recording schema {v}, newer than this cgtool reads "
+                                f"({TREE_SCHEMA}); upgrade cgtool.")

@@ -43,13 +43,13 @@ _BATCH: Any = None
 
 
 def _batch() -> Any:
-    """The compiled helper (``_nodecb``), or None where it is not built."""
+    """The compiled graph reader (``capture/_graphread.c``), or None where it is not built."""
     global _BATCH
     if _BATCH is None:
         try:
-            from cgtool.capture.record import _nodecb
+            from cgtool.capture import _graphread
 
-            _BATCH = _nodecb
+            _BATCH = _graphread
         except ImportError:
             _BATCH = False
     return _BATCH or None
@@ -96,7 +96,7 @@ class Driver:
     def each(self, fn: Any, handles: list[int], base: int, stride: int) -> list[int]:
         """``fn(handle, base + i * stride)`` for every handle (``fn``: one of this driver's
         two-argument entry points, or another library's); the indices whose call failed. One C loop
-        where the compiled helper is built (``capture/record/_nodecb.c``: 0.6–1.0 µs a call through
+        where the compiled helper is built (``capture/_graphread.c``: 0.6–1.0 µs a call through
         ctypes, measured in ``bench_export.py``), else a C-level ``map()`` over the ctypes function."""
         batch = _batch()
         if batch is not None:

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from cgtool.capture.record import _subscriber, attribution
+from cgtool.capture.record.options import SUBSCRIBER_ENV
 
 _OWN = (__file__, _subscriber.__file__)
 
@@ -40,7 +41,9 @@ class NodeSources:
             self.note = "no source lines: cupti-python is not installed (install cgtool[gpu])"
             return self
         self._L = _subscriber.Layout(cupti)
-        how = os.environ.get("CGTOOL_RECORD_SUBSCRIBER", "ctypes")
+        # A Python callback (node creations only, around one capture); cupti-python's own subscribe
+        # where CGTOOL_RECORD_SUBSCRIBER asks for it, as `cgtool record` does.
+        how = "cupti-python" if os.environ.get(SUBSCRIBER_ENV) == "cupti-python" else "ctypes"
         try:
             try:
                 self._sub = _subscriber.Subscriber(cupti, self._callback, how)

@@ -33,7 +33,7 @@ def _main(argv: list[str] | None) -> None:
         parsed = record_run.parse_fast(args[1:])
         if parsed is not None:
             program, opts = parsed
-            guarded(lambda: record_run.run_record(program, **opts))
+            guarded(lambda: record_run.run_record(program, opts))
             return
         from cgtool.cli import _app, record_cmd
 

@@ -1,4 +1,4 @@
-"""``cgtool record -- python prog.py ARGS``: every CUDA graph a program instantiates, with its source lines."""
+"""``cgtool record -- COMMAND``: every CUDA graph a program instantiates, in every process of it."""
 
 from __future__ import annotations
 
@@ -7,43 +7,42 @@ from typing import Annotated, Optional
 
 import typer
 
-_HELP = """Run a program unchanged and record every CUDA graph it instantiates.
+from cgtool.capture.record.options import DEFAULTS as D, RecordOptions, help_of
 
-Write the program after `--`: `cgtool record -o rec -- python train.py --lr 3e-4` (or `-m module`). \
-Each graph is written to OUT as soon as it is instantiated (export in get_graph_data()'s schema, \
-with the source line of every node), with OUT/index.json listing them; a summary is printed at the \
-end (graphs, replays, pools and memory, torch.compile's cudagraph skips, and with --coverage the \
-share of kernel time inside graph replays).
+_HELP = """Run a program unchanged and record every CUDA graph it instantiates, in every process of it.
 
-The exit code is the program's own; 2 for bad usage, 3 when recording could not start \
-(cupti-python missing or CUPTI held by another profiler; the program is then not run)."""
+Write the command after `--`: `cgtool record -o rec -- python train.py --lr 3e-4` (or `-m module`, \
+or any command: `-- torchrun --nproc-per-node 2 prog.py`, `-- vllm serve ...`, `-- bash run.sh`). \
+Every Python process of the program (multiprocessing workers, subprocesses, torchrun's ranks) \
+records itself into OUT/p<PID>/ as it instantiates graphs (exports in get_graph_data()'s schema, \
+with the source line of every node); OUT/index.json lists the processes, and names those that \
+could not be recorded and why. A summary is printed at the end: per process and capture site, \
+graphs, replays, graphs never replayed and their memory, re-recordings, capture time.
+
+The exit code is the program's own; 2 for bad usage, 3 when recording could not start (no CUDA, \
+cupti-python missing, or CUPTI held by another profiler; the program is then not run)."""
 
 
 def record(
     ctx: typer.Context,
-    out: Annotated[Path, typer.Option("-o", "--output", "--out", help="Output folder.")] = Path("cgtool-record"),
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing recording folder.")] = False,
-    trace_replays: Annotated[int, typer.Option("--trace-replays", min=0,
-                                               help="Trace K replays of each graph with CUPTI (node ids, "
-                                               "channels) into OUT/trace.json.")] = 0,
-    trace_skip: Annotated[int, typer.Option("--trace-skip", min=0,
-                                            help="Replays of each graph left untraced first (warm-up).")] = 1,
-    coverage: Annotated[bool, typer.Option("--coverage",
-                                           help="Measure the share of the run's GPU kernel time spent inside graph "
-                                           "replays, over the run and from the first graph on (CUPTI kernel "
-                                           "records for the whole run: ~5% more wall time on the benchmark). On "
-                                           "with --trace-replays.")] = False,
-    nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", min=1,
-                                                help="Start N ranks with torchrun; each records into OUT/rank<R>.")] = 1,
-    nnodes: Annotated[Optional[str], typer.Option("--nnodes", help="Passed to torchrun.")] = None,
-    node_rank: Annotated[Optional[int], typer.Option("--node-rank", help="Passed to torchrun.")] = None,
-    rdzv_endpoint: Annotated[Optional[str], typer.Option("--rdzv-endpoint", help="Passed to torchrun.")] = None,
+    out: Annotated[Path, typer.Option("-o", "--output", "--out", help=help_of("out"))] = D.out,
+    force: Annotated[bool, typer.Option("--force", help=help_of("force"))] = D.force,
+    trace_replays: Annotated[int, typer.Option("--trace-replays", min=0, help=help_of("trace_replays"))]
+    = D.trace_replays,
+    trace_skip: Annotated[int, typer.Option("--trace-skip", min=0, help=help_of("trace_skip"))] = D.trace_skip,
+    coverage: Annotated[bool, typer.Option("--coverage", help=help_of("coverage"))] = D.coverage,
+    nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", min=1, help=help_of("nproc_per_node"))]
+    = D.nproc_per_node,
+    nnodes: Annotated[Optional[str], typer.Option("--nnodes", help=help_of("nnodes"))] = D.nnodes,
+    node_rank: Annotated[Optional[int], typer.Option("--node-rank", help=help_of("node_rank"))] = D.node_rank,
+    rdzv_endpoint: Annotated[Optional[str], typer.Option("--rdzv-endpoint", help=help_of("rdzv_endpoint"))]
+    = D.rdzv_endpoint,
 ) -> None:
     from cgtool.cli.record_run import run_record
 
-    run_record(list(ctx.args), out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip,
-               coverage=coverage, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank,
-               rdzv_endpoint=rdzv_endpoint)
+    run_record(list(ctx.args), RecordOptions.from_environment(
+        out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip, coverage=coverage,
+        nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint))
 
 
 def register(app: typer.Typer) -> None:

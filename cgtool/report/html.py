@@ -20,6 +20,7 @@ from cgtool.artifacts.bench import WorkloadResult
 from cgtool.artifacts.names import demangle, short_name
 from cgtool.inspect.deps import DepKind, Lane, MatchKind
 from cgtool.inspect.gather import BenchView, Gathered, GraphView
+from cgtool.inspect.record_summary import RecordSummary
 from cgtool.report.fold import MAX_FOLD, MIN_FOLD, fold, source_detail, source_label
 from cgtool.report.layout import layered
 from cgtool.text import plural
@@ -175,6 +176,38 @@ def bench_html(b: BenchView, plots: bool) -> str:
     return "".join(out)
 
 
+def record_html(s: RecordSummary, source: str) -> str:
+    """A `cgtool record` recording's answers (``inspect/record_summary.py``): the page opens on them."""
+    out = [f"<section class=recsummary><h2>recording: {_esc(source)}</h2><ul>"]
+    out += [f"<li>{_esc(f)}</li>" for f in s.findings]
+    out.append("</ul><table class=grid><tr><th>process<th>parent<th>rank<th>recorded<th>graphs<th>replays"
+               "<th>capture s<th>exit<th>command</tr>")
+    for p in s.processes:
+        cap = p.capture_s
+        out.append(f"<tr><td class=num>{_esc(p.pid if p.pid is not None else '?')}<td class=num>"
+                   f"{_esc(p.parent if p.parent is not None else '-')}<td class=num>{_esc('-' if p.rank is None else p.rank)}"
+                   f"<td>{'yes' if p.followed else _esc('no: ' + (p.reason or ''))}<td class=num>"
+                   f"{len(p.graphs) if p.followed else '?'}<td class=num>{p.replays if p.followed else '?'}"
+                   f"<td class=num>{'-' if cap is None else f'{cap:.3f}'}<td class=num>"
+                   f"{_esc('-' if p.exit_code is None else p.exit_code)}<td>{_esc(' '.join(p.argv)[:120])}</tr>")
+    out.append("</table>")
+    rows = [(p, site, g) for p in s.processes for site in p.sites for g in site.graphs]
+    if rows:
+        out.append("<table class=grid><tr><th>process<th>graph<th>captured at<th>nodes<th>replays<th>cap+inst ms"
+                   "<th>MiB taken<th>inputs</tr>")
+        for p, site, g in sorted(rows, key=lambda x: -x[2].replays):
+            c = g.capture_total_s
+            mb = g.reserved_during_capture
+            inputs = (g.capture_inputs or {}).get("symint_key") or (g.capture_inputs or {}).get("inputs")
+            out.append(f"<tr><td class=num>{_esc(p.pid if p.pid is not None else '?')}<td>{_esc(g.label)}"
+                       f"<td>{_esc(site.site or '?')}<td class=num>{g.nodes}<td class=num>{g.replays}"
+                       f"{'' if g.replays_complete else '+'}<td class=num>{'-' if c is None else f'{c * 1e3:.2f}'}"
+                       f"<td class=num>{'-' if mb is None else f'{mb / 2**20:.1f}'}<td>{_esc(inputs or '')}</tr>")
+        out.append("</table>")
+    out.append("</section>")
+    return "".join(out)
+
+
 def _json_script(doc: Any) -> str:
     # "</script" or "<!--" inside would end or confuse the script element: no "<" at all (JSON
     # reads "\u003c" as "<").
@@ -182,8 +215,9 @@ def _json_script(doc: Any) -> str:
 
 
 def render_html(data: Gathered, *, title: str = "cgtool report", plots: bool = True,
-                min_fold: int = MIN_FOLD, max_fold: int = MAX_FOLD) -> str:
-    """The whole page."""
+                min_fold: int = MIN_FOLD, max_fold: int = MAX_FOLD,
+                recordings: Sequence[tuple[str, RecordSummary]] = ()) -> str:
+    """The whole page; ``recordings`` (source, summary) open it, above the graphs."""
     sections = [graph_data(v, min_fold=min_fold, max_fold=max_fold) for v in data.graphs]
     for sec in sections:  # NaN/inf never reach JSON
         sec["dur"] = [d if d is None or math.isfinite(d) else None for d in sec["dur"]]
@@ -219,6 +253,7 @@ def render_html(data: Gathered, *, title: str = "cgtool report", plots: bool = T
 <div id=errors hidden></div>
 <header><h1>{_esc(title)}</h1><p class=sub>cgtool {_esc(__version__)} · {plural(len(data.graphs), 'graph')}
  · {plural(len(data.bench), 'bench result')}</p>{notes}</header>
+{"".join(record_html(r, src) for src, r in recordings)}
 {graph_part}
 <div id=bench>{benches}</div>
 <script type="application/json" id=cgdata>{_json_script({"sections": sections})}</script>

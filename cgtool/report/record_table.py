@@ -1,4 +1,5 @@
-"""The summary `cgtool record` prints at the end of a run: one row per graph, then memory and coverage."""
+"""The summary `cgtool record` prints at the end of a run: the processes, each one's graphs by
+capture site, memory and coverage, then the findings (``inspect/record_summary.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from cgtool.artifacts.recording import Recording
+from cgtool.artifacts.recording import Recording, RecordingTree
+from cgtool.inspect.record_summary import ProcessSummary, RecordSummary, summarize
 
 
 def _ms(v: Any) -> str:
@@ -26,55 +28,104 @@ def _where(v: Any) -> str:
     return f"{os.path.basename(path)}:{line}"
 
 
-def record_summary(con: Console, recs: list[Recording]) -> None:
-    for r in recs:
-        idx = r.index
-        title = f"cgtool record: {len(r.graphs)} graph(s) in {r.folder}" + (
-            f" (rank {r.rank})" if r.rank is not None else "")
-        if not r.graphs:
-            con.print(f"{title}\nThe program instantiated no CUDA graph "
-                      f"(exit code {idx.get('exit_code')}).", markup=False, highlight=False)
-            continue
-        tab = Table(title=title, title_justify="left")
-        for col, j in (("graph", "left"), ("exec", "right"), ("nodes", "right"), ("replays", "right"),
-                       ("cap/inst ms", "right"), ("pool", "left"), ("+MiB", "right"), ("captured at", "left")):
-            tab.add_column(col, justify=j, no_wrap=col != "captured at",  # type: ignore[arg-type]
-                           overflow="fold" if col == "captured at" else "ellipsis")
-        for g in r.graphs:
-            tab.add_row(str(g["label"]).split(" ")[0], str(g["exec_graph_id"]), str(g["nodes"]), str(g["replays"]),
-                        f"{_ms(g.get('capture_s'))}/{_ms(g.get('instantiate_s'))}", str(g.get("pool") or "-"),
-                        _mib(g.get("reserved_during_capture")), _where(g.get("captured_at")))
-        con.print(tab)
-        led = idx.get("ledger") or {}
-        if led.get("pools"):
-            parts = [f"pool {p['pool']}: {_mib(p['bytes_reserved'])} MiB, graphs {p['graphs']}" for p in led["pools"]]
-            con.print("memory: " + "; ".join(parts) + f". Held by graph pools {_mib(led.get('bytes_held_by_graph_pools'))}"
-                      f" MiB of a {_mib(led.get('peak_bytes_reserved'))} MiB peak reserved.", markup=False,
-                      highlight=False)
-        comp = idx.get("compile") or {}
-        skips = comp.get("cudagraph_skips") or []
-        if comp.get("graphs_from_compiled_code") or skips:
-            con.print(f"torch.compile: {len(comp.get('graphs_from_compiled_code') or [])} graph(s) from compiled "
-                      f"code; {len(skips)} cudagraph skip(s)" + "".join(
-                          f"\n  {_first_line(s['reason'])} ({_where_site(s['site'])})" for s in skips[:10]),
-                      markup=False, highlight=False)
-        cov = idx.get("coverage") or {}
-        if cov.get("share_in_graphs") is not None:
-            con.print(f"coverage: {100 * float(cov['share_in_graphs']):.1f}% of the run's GPU kernel time was inside "
-                      f"graph replays ({int(cov.get('kernels_in_graphs') or 0)} kernels in graphs, "
-                      f"{int(cov.get('kernels_outside_graphs') or 0)} outside; "
-                      f"{_ms(int(cov.get('kernel_ns_in_graphs') or 0) / 1e9)} ms vs "
-                      f"{_ms(int(cov.get('kernel_ns_outside_graphs') or 0) / 1e9)} ms)"
-                      + (f"; {100 * float(cov['share_in_graphs_since_first_graph']):.1f}% from the first graph on "
-                         f"({int(cov.get('kernels_outside_graphs_since_first_graph') or 0)} kernels outside)"
-                         if cov.get("share_in_graphs_since_first_graph") is not None else "") + ".",
-                      markup=False, highlight=False)
-        elif "coverage" in idx and cov:
-            con.print("coverage: no kernel ran.", markup=False, highlight=False)
-        if idx.get("trace"):
-            con.print(f"trace: {r.folder / idx['trace']}", markup=False, highlight=False)
-        if idx.get("recorder_errors"):
-            con.print(f"recorder errors: {idx['recorder_errors'][:3]}", markup=False, highlight=False)
+_MP = (("multiprocessing.spawn", "multiprocessing spawn"), ("multiprocessing.forkserver", "multiprocessing forkserver"),
+       ("multiprocessing.resource_tracker", "multiprocessing resource tracker"))
+
+
+def _argv(argv: list[str], width: int = 48) -> str:
+    """A process's command line, short: multiprocessing's helpers by what they are."""
+    if len(argv) >= 3 and argv[1:3] != [] and "-c" in argv[:4]:
+        code = argv[argv.index("-c") + 1] if argv.index("-c") + 1 < len(argv) else ""
+        for mod, what in _MP:
+            if mod in code:
+                return f"{os.path.basename(argv[0])} ({what})"
+    text = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(argv)) or "?"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _print(con: Console, text: str) -> None:
+    con.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def record_summary(con: Console, recs: RecordingTree | list[Recording]) -> None:
+    """Print the summary of a whole recording (or, for older callers, of a list of process recordings)."""
+    if isinstance(recs, list):
+        from cgtool.artifacts.recording import from_recordings
+
+        folder = recs[0].folder if recs else None
+        tree = from_recordings(folder, recs) if folder is not None else None
+        if tree is None:
+            return
+    else:
+        tree = recs
+    s = summarize(tree)
+    _processes(con, s)
+    for p in s.processes:
+        if p.followed and p.graphs:
+            _graphs(con, p, p.recording)
+    for f in s.findings:
+        _print(con, f"• {f}")
+
+
+def _processes(con: Console, s: RecordSummary) -> None:
+    n_graphs = len(s.graphs)
+    tab = Table(title=f"cgtool record: {n_graphs} graph(s) in {len(s.processes)} process(es); program exit code "
+                      f"{s.exit_code if s.exit_code is not None else '-'}", title_justify="left")
+    for col, j in (("pid", "right"), ("parent", "right"), ("rank", "right"), ("recorded", "left"),
+                   ("graphs", "right"), ("replays", "right"), ("exit", "right"), ("command", "left")):
+        tab.add_column(col, justify=j, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+    for p in s.processes:
+        tab.add_row("?" if p.pid is None else str(p.pid), str(p.parent if p.parent is not None else "-"),
+                    "-" if p.rank is None else str(p.rank),
+                    ("yes" if not p.reason else "partly") if p.followed else "no",
+                    str(len(p.graphs)) if p.followed else "?", str(p.replays) if p.followed else "?",
+                    "-" if p.exit_code is None else str(p.exit_code), _argv(p.argv))
+    con.print(tab)
+
+
+def _graphs(con: Console, p: ProcessSummary, rec: Recording | None) -> None:
+    title = (f"process {p.pid if p.pid is not None else '?'}" + (f" (rank {p.rank})" if p.rank is not None else "")
+             + f": {len(p.graphs)} graph(s)")
+    tab = Table(title=title, title_justify="left")
+    for col, j in (("graph", "left"), ("nodes", "right"), ("replays", "right"), ("cap/inst ms", "right"),
+                   ("pool", "left"), ("+MiB", "right"), ("captured at", "left")):
+        tab.add_column(col, justify=j, no_wrap=col != "captured at",  # type: ignore[arg-type]
+                       overflow="fold" if col == "captured at" else "ellipsis")
+    for site in p.sites:
+        for g in site.graphs:
+            tab.add_row(g.label.split(" ")[0] or f"#{g.seq}", str(g.nodes),
+                        str(g.replays) + ("" if g.replays_complete else "+"),
+                        f"{_ms(g.capture_s)}/{_ms(g.instantiate_s)}", str(g.pool or "-"),
+                        _mib(g.reserved_during_capture), _where(g.site))
+    con.print(tab)
+    idx = rec.index if rec is not None else {}
+    led = idx.get("ledger") or {}
+    if led.get("pools"):
+        parts = [f"pool {q['pool']}: {_mib(q['bytes_reserved'])} MiB, graphs {q['graphs']}" for q in led["pools"]]
+        _print(con, "memory: " + "; ".join(parts) + f". Held by graph pools {_mib(led.get('bytes_held_by_graph_pools'))}"
+               f" MiB of a {_mib(led.get('peak_bytes_reserved'))} MiB peak reserved.")
+    comp = idx.get("compile") or {}
+    skips = comp.get("cudagraph_skips") or []
+    if comp.get("graphs_from_compiled_code") or skips:
+        _print(con, f"torch.compile: {len(comp.get('graphs_from_compiled_code') or [])} graph(s) from compiled "
+               f"code; {len(skips)} cudagraph skip(s)" + "".join(
+                   f"\n  {_first_line(s['reason'])} ({_where_site(s['site'])})" for s in skips[:10]))
+    cov = idx.get("coverage") or {}
+    if cov.get("share_in_graphs") is not None:
+        _print(con, f"coverage: {100 * float(cov['share_in_graphs']):.1f}% of the run's GPU kernel time was inside "
+               f"graph replays ({int(cov.get('kernels_in_graphs') or 0)} kernels in graphs, "
+               f"{int(cov.get('kernels_outside_graphs') or 0)} outside; "
+               f"{_ms(int(cov.get('kernel_ns_in_graphs') or 0) / 1e9)} ms vs "
+               f"{_ms(int(cov.get('kernel_ns_outside_graphs') or 0) / 1e9)} ms)"
+               + (f"; {100 * float(cov['share_in_graphs_since_first_graph']):.1f}% from the first graph on "
+                  f"({int(cov.get('kernels_outside_graphs_since_first_graph') or 0)} kernels outside)"
+                  if cov.get("share_in_graphs_since_first_graph") is not None else "") + ".")
+    elif "coverage" in idx and cov:
+        _print(con, "coverage: no kernel ran.")
+    if idx.get("trace") and rec is not None:
+        _print(con, f"trace: {rec.folder / idx['trace']}")
+    if idx.get("recorder_errors"):
+        _print(con, f"recorder errors: {idx['recorder_errors'][:3]}")
 
 
 def _first_line(text: str) -> str:

@@ -10,7 +10,7 @@ through the fake CUPTI of tests/test_record_recorder_fake.py: instructions per n
 import ctypes, os, sys, types, tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests")); sys.path.insert(0, ROOT)
-import test_record_recorder_fake as T
+import fake_cupti_abi as T
 from fake_cupti_abi import Res, Dom, GraphData, ResData
 N = int(sys.argv[1])
 f = T.FakeCupti()
@@ -18,7 +18,7 @@ pkg = types.ModuleType("cupti"); pkg.cupti = f; sys.modules["cupti"] = pkg
 os.environ["CGTOOL_RECORD_SUBSCRIBER"] = "c"
 T.install(f, setattr)
 from cgtool.capture.record import _subscriber, attribution
-_subscriber.load_libcupti = lambda: T._FakeLibcupti(f)
+_subscriber.load_libcupti = lambda: T.FakeLibcupti(f)
 from cgtool.capture.record.recorder import Recorder
 rec = Recorder(tempfile.mkdtemp(), program=["p.py"]); rec.start()
 fn = f.cb  # lambda u, dom, cbid, data: cfn(...)
@@ -37,5 +37,5 @@ def deep(d):
 def lvl(k):
     return lvl(k - 1) if k else Mod().forward(10)
 lvl(12)
-print("nodes", len(rec._nodes.get(100, {})))
+print("nodes", len(rec.tracker.nodes.get(100, {})))
 os._exit(0)

@@ -27,6 +27,15 @@ def _record(tmp_path: Path, program: str, *extra: str) -> tuple[int, str, Path]:
     return p.returncode, p.stdout, out
 
 
+def _index(out: Path, rank: int | None = None) -> tuple[Path, dict]:
+    """The folder and index of the recorded process that made the graphs (or of the given rank)."""
+    tree = json.loads((out / "index.json").read_text())
+    for p in tree["processes"]:
+        if p["followed"] and (p["rank"] == rank if rank is not None else p["graphs"]):
+            return out / p["folder"], json.loads((out / p["folder"] / "index.json").read_text())
+    raise AssertionError(f"no recorded process with graphs in {out}: {tree['processes']}")
+
+
 def _result(stdout: str) -> dict:
     line = next(ln for ln in stdout.splitlines() if ln.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
@@ -35,7 +44,7 @@ def _result(stdout: str) -> dict:
 def test_crash_exit_code_and_graphs(tmp_path: Path) -> None:
     code, stdout, out = _record(tmp_path, "crash_after_two.py")
     assert code == 1
-    idx = json.loads((out / "index.json").read_text())
+    _, idx = _index(out)
     assert [g["replays"] for g in idx["graphs"]] == _result(stdout)["replays"]
 
 
@@ -43,7 +52,7 @@ def test_server_replays_and_trace_join(tmp_path: Path) -> None:
     code, stdout, out = _record(tmp_path, "server_runner.py", "--trace-replays", "2")
     assert code == 0
     res = _result(stdout)
-    idx = json.loads((out / "index.json").read_text())
+    folder, idx = _index(out)
     assert [g["replays"] for g in idx["graphs"]] == [res["replays"][str(b)] for b in res["batch_sizes"]]
     # the memory each capture took: the recorder's account (allocation calls seen by CUPTI) equals
     # torch's own reserved-memory growth, read by the program inside each capture
@@ -51,8 +60,8 @@ def test_server_replays_and_trace_join(tmp_path: Path) -> None:
     assert any(res["reserved_in_capture"])
     ids = set()
     for g in idx["graphs"]:
-        ids |= {n["tools_id"] for n in json.loads((out / g["file"]).read_text())["nodes"]}
-    trace = json.loads((out / "trace.json").read_text())
+        ids |= {n["tools_id"] for n in json.loads((folder / g["file"]).read_text())["nodes"]}
+    trace = json.loads((folder / "trace.json").read_text())
     got = [e["args"]["graph node id"] for e in trace["traceEvents"] if e.get("cat") == "kernel"]
     assert got and all(i in ids for i in got)
 
@@ -105,11 +114,10 @@ def test_two_nodes_through_torchrun(tmp_path: Path) -> None:
         assert p.returncode == 0, stderr[-2000:]
         res = _result(stdout)
         assert res["rank"] == node and res["world"] == 2 and res["all_reduce"] == 3.0 and res["local_rank"] == 0
-        assert [d.name for d in out.iterdir() if d.is_dir()] == [f"rank{node}"]
-        idx = json.loads((out / f"rank{node}" / "index.json").read_text())
+        folder, idx = _index(out, rank=node)
         assert (idx["rank"], idx["world_size"], idx["exit_code"]) == (node, 2, 0)
         assert [g["replays"] for g in idx["graphs"]] == [res["replays"]]
-        doc = json.loads((out / f"rank{node}" / idx["graphs"][0]["file"]).read_text())
+        doc = json.loads((folder / idx["graphs"][0]["file"]).read_text())
         lines = {n["source"]["line"] for n in doc["cgtool"]["nodes"] if n.get("source")}
         want = next(i + 1 for i, ln in enumerate((PROGRAMS / "two_nodes.py").read_text().splitlines())
                     if "LINE_GRAPH" in ln)

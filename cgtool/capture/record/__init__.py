@@ -1,6 +1,10 @@
-"""``cgtool record``: run a program unchanged and record every CUDA graph it instantiates.
+"""``cgtool record``: run a program unchanged and record every CUDA graph it instantiates, in every
+process of it.
 
-``launcher`` (the parent, no torch) starts ``python -m cgtool.capture.record._boot``, which
-subscribes to CUPTI (``recorder``) and runs the program with runpy; ``attribution`` turns the
-frames kept by the callbacks into source lines.
+``launcher`` (the parent, no torch) starts the program with a bootstrap that makes every Python
+process of it record itself (``process``: one ``recorder.Recorder`` per process, made of
+``subscription``, ``tracker``, ``writer``, ``coverage``, ``ledger`` and ``exits``), then writes the
+process tree (``tree``). ``api.record`` is the same recorder as a context manager; ``options`` the
+one options type of every entry point; ``attribution`` and ``inductor`` turn the frames kept by the
+callbacks into source lines and model lines. docs/record.md describes it all.
 """

@@ -26,8 +26,9 @@ Both are part of CUPTI's ABI (its enums only ever grow at the end); once cupti-p
 from __future__ import annotations
 
 import ctypes
-import sys
 from typing import Any, Callable
+
+from cgtool.capture import _libcupti
 
 Handler = Callable[[int, int, int], None]
 
@@ -137,48 +138,6 @@ def read_ptr(addr: int) -> int:
 def _mapped() -> list[str]:
     with open("/proc/self/maps") as f:
         return sorted({line.split()[-1] for line in f if "libcupti.so" in line})
-
-
-#: Where the nvidia-cuda-cupti wheel puts libcupti, under a site-packages folder (CUDA 13, 12).
-_WHEEL_PATHS = (("nvidia", "cu13", "lib", "libcupti.so.13"), ("nvidia", "cuda_cupti", "lib", "libcupti.so.12"))
-
-
-def load_libcupti() -> Any:
-    """libcupti, without importing cupti-python; OSError when it cannot be found.
-
-    cuda.pathfinder is how cupti-python finds libcupti (the nvidia-cuda-cupti wheel's copy, then
-    the system's), and torch preloads the same wheel's file: loaded first, it is the one copy the
-    process maps (``benchmarks/probe_libcupti.py`` checks that on the GPU machine). The wheel's
-    file is looked for on ``sys.path`` first, as torch does, because importing cuda.pathfinder
-    costs 0.07 s of the program's start (measured on the GPU machine); cuda.pathfinder finds the
-    others (a CUDA toolkit, conda).
-    """
-    import os
-
-    for entry in sys.path:
-        for parts in _WHEEL_PATHS:
-            path = os.path.join(entry or ".", *parts)
-            if os.path.isfile(path):
-                try:
-                    lib = ctypes.CDLL(path)
-                    lib.cuptiSubscribe  # noqa: B018  (probe the symbol)
-                    return lib
-                except (OSError, AttributeError):
-                    continue
-    try:
-        from cuda import pathfinder
-    except ImportError as e:
-        raise OSError(f"cuda.pathfinder is not installed ({e})") from None
-    try:
-        found = pathfinder.load_nvidia_dynamic_lib("cupti")
-    except Exception as e:  # not found, or a pathfinder that does not know libcupti
-        raise OSError(f"cuda.pathfinder could not load libcupti ({type(e).__name__}: {e})") from None
-    lib = ctypes.CDLL(found.abs_path)  # the same handle: dlopen of a loaded path only counts up
-    try:
-        lib.cuptiSubscribe  # noqa: B018  (probe the symbol)
-    except AttributeError:
-        raise OSError(f"{found.abs_path} has no cuptiSubscribe") from None
-    return lib
 
 
 def libcupti(cupti: Any) -> Any:
@@ -295,62 +254,7 @@ def result_name(status: int, lib: Any = None, cupti: Any = None) -> str:
     return f"CUPTI error {status}"
 
 
-class Ids:
-    """The CUPTI calls the recorder makes besides callbacks, through ctypes: graph and exec ids,
-    the timestamp, and node ids for the export (``export.graph_data(..., cupti=ids)``: it has
-    cupti-python's ``get_graph_exec_id`` / ``get_graph_node_id`` and a batch ``graph_node_ids``),
-    so that a recording without ``--coverage`` never imports cupti-python."""
-
-    def __init__(self, lib: Any) -> None:
-        self._graph = lib.cuptiGetGraphId
-        self._graph.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]
-        self._exec = lib.cuptiGetGraphExecId
-        self._exec.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]
-        self._node = lib.cuptiGetGraphNodeId
-        self._node.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]
-        try:
-            self._node_addr = ctypes.cast(self._node, ctypes.c_void_p).value or 0
-        except (TypeError, ctypes.ArgumentError):  # not a C function (a test's stand-in): one call a node
-            self._node_addr = 0
-        self._ts = lib.cuptiGetTimestamp
-        self._ts.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
-        self._batch = compiled_callback()
-
-    def get_graph_exec_id(self, exec_: int) -> int:
-        out = ctypes.c_uint32()
-        rc = self._exec(exec_, ctypes.byref(out))
-        if rc:
-            raise OSError(f"cuptiGetGraphExecId returned {rc}")
-        return int(out.value)
-
-    def get_graph_node_id(self, node: int) -> int:
-        out = ctypes.c_uint64()
-        rc = self._node(node, ctypes.byref(out))
-        if rc:
-            raise OSError(f"cuptiGetGraphNodeId returned {rc}")
-        return int(out.value)
-
-    def graph_node_ids(self, handles: list[int]) -> Any:
-        """The ids of many nodes (a numpy uint64 array): one C loop where the compiled module is built."""
-        import numpy as np
-
-        if self._batch is not None and self._node_addr:
-            out = np.zeros(len(handles), dtype=np.uint64)
-            if out.size and self._batch.call_each(self._node_addr, list(handles), out.ctypes.data, 8):
-                raise OSError("cuptiGetGraphNodeId failed")
-            return out
-        return np.array([self.get_graph_node_id(h) for h in handles], dtype=np.uint64)
-
-    def get_graph_id(self, graph: int) -> int:
-        out = ctypes.c_uint32()
-        rc = self._graph(graph, ctypes.byref(out))
-        if rc:
-            raise OSError(f"cuptiGetGraphId returned {rc}")
-        return int(out.value)
-
-    def get_timestamp(self) -> int:
-        out = ctypes.c_uint64()
-        rc = self._ts(ctypes.byref(out))
-        if rc:
-            raise OSError(f"cuptiGetTimestamp returned {rc}")
-        return int(out.value)
+# The CUPTI calls besides callbacks (ids, timestamp) and libcupti's loading belong to the graph reader,
+# which the export uses without the recorder; the recorder takes them from there.
+Ids = _libcupti.CuptiIds
+load_libcupti = _libcupti.load_libcupti

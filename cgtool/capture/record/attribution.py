@@ -261,6 +261,25 @@ _ATEN = re.compile(r"Original ATen:\s*\[(.*?)\]")
 
 
 @functools.lru_cache(maxsize=4096)
+def inductor_nodes(filename: str, line: int, lookback: int = 40) -> tuple[str, ...]:
+    """The FX node names of the ``# Source Nodes`` comment above ``filename:line`` (Inductor's code)."""
+    for ln in range(line, max(0, line - lookback), -1):
+        text = linecache.getline(filename, ln)
+        m = _SOURCE_NODES.search(text)
+        if m:
+            return tuple(n.strip() for n in m.group(1).split(",") if n.strip())
+        if ln < line and text.lstrip().startswith("def "):
+            break
+    return ()
+
+
+#: Where the FX nodes of Inductor's output code came from in the model: set by
+#: ``capture/record/inductor.py`` (output code file, node names -> model sites), None when the
+#: recorder does not track compiled code.
+model_sites: Callable[[str, tuple[str, ...]], list[dict[str, Any]]] | None = None
+
+
+@functools.lru_cache(maxsize=4096)
 def inductor_ops(filename: str, line: int, lookback: int = 40) -> str | None:
     """The torch ops Inductor fused into the kernel launched at ``filename:line`` (its comment)."""
     for ln in range(line, max(0, line - lookback), -1):
@@ -291,6 +310,9 @@ class Site:
     record_function: str | None = None  # innermost torch.profiler.record_function range open in the thread
     backward: bool = False  # op is the autograd node that made the node (a backward pass)
     module_inside: bool = False  # module's forward runs under the user line (not the one holding it)
+    #: compiled code: the model lines and nn.Module paths its FX nodes came from (``stack_trace`` and
+    #: ``nn_module_stack``), innermost first; empty when unknown
+    model: tuple[dict[str, Any], ...] = ()
 
     def short(self) -> str:
         """``model.py:88 attn.softmax`` — the label `dot` and tables show.
@@ -301,6 +323,11 @@ class Site:
         (``self.up (Linear)``); else the op or the module.
         """
         where = f"{os.path.basename(self.file)}:{self.line}" if self.file else "?"
+        if self.model:
+            m = self.model[0]
+            mwhere = f"{os.path.basename(str(m['file']))}:{m['line']}" if m.get("file") else where
+            path = m.get("module_path") or m.get("function")
+            return f"{mwhere} {path} ({self.op})" if path and self.op else f"{mwhere} {path or self.op or ''}".rstrip()
         if self.op and (self.generated or self.backward or self.call is None):
             what: str | None = self.op
         elif self.call:
@@ -331,6 +358,8 @@ class Site:
             "label": self.short(),
             "code": self.code(),
             "stack": list(self.stack),
+            "model": [dict(m) for m in self.model],
+            "module_path": next((m["module_path"] for m in self.model if m.get("module_path")), None),
         }
 
 
@@ -354,6 +383,7 @@ def resolve(frames: list[RawFrame], *, modules: list[str] | None = None, autogra
             break
     op: str | None = None
     generated: str | None = None
+    model: tuple[dict[str, Any], ...] = ()
     inner = frames if user_idx is None else frames[:user_idx]
     for code, lasti in inner:
         kind = classify(code.co_filename)
@@ -362,6 +392,10 @@ def resolve(frames: list[RawFrame], *, modules: list[str] | None = None, autogra
             generated = f"{code.co_filename}:{line}"
             if op is None:
                 op = inductor_ops(code.co_filename, line)
+            if model_sites is not None:
+                names = inductor_nodes(code.co_filename, line)
+                if names:
+                    model = tuple(model_sites(code.co_filename, names))
     backward = False
     if op is None and autograd_op:
         op, backward = autograd_op, True
@@ -376,15 +410,15 @@ def resolve(frames: list[RawFrame], *, modules: list[str] | None = None, autogra
     if user_idx is None and fallback:
         fb = resolve(fallback, modules=modules, autograd_op=op)
         return Site(fb.file, fb.line, fb.function, op, fb.module, generated, fb.stack, fb.call, record_function,
-                    backward or fb.backward)
+                    backward or fb.backward, model=model)
     users = [(c, li) for c, li in frames if classify(c.co_filename) == "user"]
     stack = tuple(f"{c.co_filename}:{line_of(c, li)} {c.co_name}" for c, li in users[:8])
     module = modules[0] if modules else None
     if user_idx is None:
-        return Site(None, None, None, op, module, generated, stack, None, record_function, backward)
+        return Site(None, None, None, op, module, generated, stack, None, record_function, backward, model=model)
     code, lasti = frames[user_idx]
     return Site(code.co_filename, line_of(code, lasti), code.co_name, op, module, generated, stack,
-                call_at(code, lasti), record_function, backward, 0 <= module_index < user_idx)
+                call_at(code, lasti), record_function, backward, 0 <= module_index < user_idx, model)
 
 
 _NOT_OPS = frozenset({"forward", "__call__", "_call_impl", "_wrapped_call_impl", "wrapper", "inner", "run",
@@ -487,7 +521,7 @@ class _AfterImport:
     """A meta-path finder that runs a function on a module right after it is first executed."""
 
     def __init__(self) -> None:
-        self.hooks: dict[str, Callable[[Any], object]] = {}
+        self.hooks: dict[str, list[Callable[[Any], object]]] = {}
         self._busy: set[str] = set()
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
@@ -502,7 +536,7 @@ class _AfterImport:
             self._busy.discard(name)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        loader, hook = spec.loader, self.hooks.pop(name)
+        loader, hooks = spec.loader, self.hooks.pop(name)
 
         class _Loader:
             """The module's own loader, and the hook after its ``exec_module``."""
@@ -515,10 +549,11 @@ class _AfterImport:
 
             def exec_module(self, module: Any) -> None:
                 loader.exec_module(module)
-                try:
-                    hook(module)
-                except Exception:  # naming ranges is a courtesy: never break the program's import
-                    pass
+                for hook in hooks:
+                    try:
+                        hook(module)
+                    except Exception:  # the recorder's hooks are a courtesy: never break the program's import
+                        pass
 
         spec.loader = _Loader()  # type: ignore[assignment]  # duck-typed: the original, plus the hook
         return spec
@@ -529,6 +564,52 @@ _after = _AfterImport()
 
 def after_import(name: str, fn: Callable[[Any], object]) -> None:
     """Run ``fn(module)`` once ``name`` has been imported (by anyone)."""
-    _after.hooks[name] = fn
+    _after.hooks.setdefault(name, []).append(fn)
     if _after not in sys.meta_path:
         sys.meta_path.insert(0, _after)
+
+
+def on_import(name: str, fn: Callable[[Any], object]) -> None:
+    """Run ``fn(module)`` now if ``name`` is imported, else once it is."""
+    mod = sys.modules.get(name)
+    if mod is not None:
+        try:
+            fn(mod)
+        except Exception:
+            pass
+    else:
+        after_import(name, fn)
+
+
+# ------------------------------------------------------------------------- CUDA graph trees
+#: ids of torch.compile's CUDA graph trees functions that hold a capture's inputs on the stack
+#: (``CUDAGraphTreeManager.record_function``'s ``new_inputs``, ``deferred_cudagraphify``'s
+#: ``int_key``): the capture-begin callback looks for them to record the shapes a graph was
+#: recorded for (``tracker.capture_shapes``). Empty until the program imports cudagraph trees.
+_TREE_CODES: set[int] = set()
+_TREE_KEEP: list[CodeType] = []
+
+
+def tree_codes() -> set[int]:
+    return _TREE_CODES
+
+
+def _register_trees(mod: Any) -> None:
+    found: list[CodeType] = []
+    mgr = getattr(mod, "CUDAGraphTreeManager", None)
+    rf = getattr(mgr, "record_function", None)
+    if rf is not None and hasattr(rf, "__code__"):
+        found.append(rf.__code__)
+    for name in ("cudagraphify_impl", "cudagraphify"):
+        fn = getattr(mod, name, None)
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            found += [c for c in code.co_consts if isinstance(c, CodeType) and c.co_name == "deferred_cudagraphify"]
+    found = [c for c in found if id(c) not in _TREE_CODES]
+    _TREE_KEEP.extend(found)  # kept alive, so that their ids stay theirs
+    _TREE_CODES.update(id(c) for c in found)
+
+
+def track_trees() -> None:
+    """Know cudagraph trees' capture functions: now if torch imported them, else when it does."""
+    on_import("torch._inductor.cudagraph_trees", _register_trees)

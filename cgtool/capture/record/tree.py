@@ -1,0 +1,190 @@
+"""The recording's ``index.json``: the program's process tree, built when the program has ended.
+
+Every recorded process wrote ``OUT/p<PID>/index.json`` (or ``error.json`` when its recorder could
+not start). Processes that could not be recorded are known from three other views: the children a
+recorded Python process started or waited for (its index's ``children``), the launcher's scan of
+``/proc`` for the descendants of the program (every ``SCAN_S``), and the exit statuses the launcher
+reaped (it is the program's child subreaper: orphans come to it). :func:`build` merges them into
+one list of processes, each followed (its folder) or not (with the reason), and the exit code each
+was seen to end with (the parent's ``wait`` where one was seen, else what the process reported).
+
+Nothing here imports torch or CUPTI; it reads JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: The schema of the recording's top-level index.json (a process's own index is ``ledger.RECORD_SCHEMA_VERSION``).
+TREE_SCHEMA = 2
+#: How often the launcher scans /proc for the program's descendants (seconds).
+SCAN_S = 0.1
+
+
+@dataclass
+class Seen:
+    """A descendant seen from outside (the launcher's /proc scan, or a reaped status)."""
+
+    pid: int
+    parent: int | None
+    argv: list[str]
+    exe: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    first_seen: float = field(default_factory=time.time)
+
+
+def _folder_key(name: str) -> tuple[int, int] | None:
+    """``p123`` -> (123, 0), ``p123-x2`` -> (123, 2): a pid's programs in the order they ran."""
+    head, _, n = name[1:].partition("-x")
+    if not head.isdigit() or (n and not n.isdigit()):
+        return None
+    return int(head), int(n or 0)
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _is_python(argv: list[str], exe: str | None) -> bool:
+    names = [os.path.basename(a) for a in argv[:1]] + ([os.path.basename(exe)] if exe else [])
+    return any(n.startswith(("python", "pypy")) for n in names)
+
+
+def _isolated(argv: list[str]) -> bool:
+    """A Python started with -I, -E or -S ignores PYTHONPATH or site: no bootstrap runs in it."""
+    for a in argv[1:]:
+        if not a.startswith("-") or a in ("-c", "-m"):
+            return False
+        if a.startswith("--"):
+            continue
+        if any(ch in a[1:] for ch in "IES"):
+            return True
+    return False
+
+
+def reason_not_followed(argv: list[str], exe: str | None, error: dict[str, Any] | None) -> str:
+    """Why a process of the tree has no recording."""
+    if error is not None:
+        return f"the recorder could not start in it: {error.get('message')}"
+    if not _is_python(argv, exe):
+        what = os.path.basename(exe or (argv[0] if argv else "")) or "?"
+        return (f"not a Python program ({what}): it cannot be recorded; CUDA graphs it made itself, if any, "
+                "are not in the recording")
+    if _isolated(argv):
+        return "a Python started with -I, -E or -S (it ignores PYTHONPATH or site): the recorder could not attach"
+    return ("a Python process that has no recording: it exited before the recorder attached, or its interpreter "
+            "could not import cgtool")
+
+
+def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int | None,
+          seen: dict[int, Seen] | None = None, options: dict[str, Any] | None = None,
+          started: float | None = None, notes: list[str] | None = None) -> dict[str, Any]:
+    """The tree index of the recording in ``out`` (the processes' folders are read, nothing written)."""
+    seen = dict(seen or {})
+    procs: list[dict[str, Any]] = []
+    followed_pids: set[int] = set()
+    observed: dict[int, dict[str, Any]] = {}  # pid -> what a recorded parent saw of it
+    errors: dict[int, dict[str, Any]] = {}
+    folders = sorted((d for d in out.glob("p*") if d.is_dir() and _folder_key(d.name) is not None),
+                     key=lambda d: _folder_key(d.name) or (0, 0))
+    for d in folders:
+        idx = _read(d / "index.json")
+        if not isinstance(idx, dict):
+            err = _read(d / "error.json")
+            if isinstance(err, dict) and isinstance(err.get("pid"), int):
+                errors[err["pid"]] = err
+            continue
+        for c in idx.get("children") or []:
+            if isinstance(c, dict) and isinstance(c.get("pid"), int):
+                prev = observed.get(c["pid"], {})
+                observed[c["pid"]] = {**prev, **{k: v for k, v in c.items() if v not in (None, [])},
+                                      "observer": idx.get("pid")}
+        graphs = idx.get("graphs") or []
+        pid = idx.get("pid")
+        procs.append({
+            "pid": pid, "parent": idx.get("parent"), "argv": idx.get("program") or [],
+            "started_as": idx.get("started_as"), "rank": idx.get("rank"), "local_rank": idx.get("local_rank"),
+            "world_size": idx.get("world_size"), "folder": d.name, "followed": True,
+            "finished": bool(idx.get("finished")), "exit_code": idx.get("exit_code"),
+            "exit_code_seen_by": "itself" if idx.get("finished") else None,
+            "exit": idx.get("exit"), "cuda": idx.get("cuda"),
+            "graphs": len(graphs), "replays": sum(int(g.get("replays") or 0) for g in graphs),
+            "suspended": bool(idx.get("suspended")), "reason": None,
+        })
+        if isinstance(pid, int):
+            followed_pids.add(pid)
+    by_pid: dict[int, list[dict[str, Any]]] = {}
+    for p in procs:
+        if isinstance(p["pid"], int):
+            by_pid.setdefault(p["pid"], []).append(p)
+    # exit codes seen from outside: the last program of a pid (after exec) is the one that ended
+    for pid, ps in by_pid.items():
+        last = ps[-1]
+        code, by = None, None
+        if pid == root_pid and exit_code is not None:
+            code, by = exit_code, "cgtool record (wait)"
+        elif pid in seen and seen[pid].exit_code is not None:
+            code, by = seen[pid].exit_code, "cgtool record (wait)"
+        elif pid in observed and observed[pid].get("exit_code") is not None:
+            code, by = observed[pid]["exit_code"], f"its parent {observed[pid].get('observer')} (wait)"
+        if code is not None:
+            if last["exit_code"] is not None and last["exit_code"] != code:
+                last["exit_code_reported"] = last["exit_code"]
+            last["exit_code"], last["exit_code_seen_by"] = code, by
+        if not last["finished"]:
+            how = (f"it was killed by signal {code - 128}" if code is not None and code > 128 else
+                   f"it ended with exit code {code} without finishing it (a crash)" if code is not None else
+                   "it was killed (SIGKILL, a crash) or was still running")
+            last["reason"] = f"its recording did not finish: {how}; what it wrote by then is kept"
+    # processes without a recording
+    unknown = set(seen) | set(observed) | set(errors)
+    for pid in sorted(unknown - followed_pids):
+        s, o, e = seen.get(pid), observed.get(pid, {}), errors.get(pid)
+        argv = (s.argv if s and s.argv else None) or o.get("argv") or (e or {}).get("argv") or []
+        exe = s.exe if s else None
+        code = s.exit_code if s and s.exit_code is not None else o.get("exit_code")
+        procs.append({
+            "pid": pid, "parent": (s.parent if s else None) or o.get("observer") or (e or {}).get("parent"),
+            "argv": argv, "started_as": o.get("how") or (e or {}).get("started_as"), "rank": None,
+            "local_rank": None, "world_size": None, "folder": None, "followed": False, "finished": None,
+            "exit_code": code, "exit_code_seen_by": "wait" if code is not None else None, "exit": None,
+            "cuda": None, "graphs": None, "replays": None, "suspended": False,
+            "reason": reason_not_followed(argv, exe, e),
+        })
+    procs.sort(key=lambda p: (p["pid"] != root_pid, p.get("pid") or 0))
+    not_followed = [p for p in procs if not p["followed"]]
+    unfinished = [p for p in procs if p["followed"] and not p["finished"]]
+    return {
+        "cgtool_record": TREE_SCHEMA,
+        "program": list(program),
+        "exit_code": exit_code,
+        "root_pid": root_pid,
+        "started": started,
+        "ended": time.time(),
+        "options": options or {},
+        "processes": procs,
+        "followed": sum(1 for p in procs if p["followed"]),
+        "not_followed": len(not_followed),
+        "unfinished": len(unfinished),
+        "complete": not not_followed and not unfinished,
+        "notes": list(notes or []) + [
+            "processes were followed through a sitecustomize bootstrap (every Python that inherits PYTHONPATH), "
+            "os.register_at_fork, and what recorded processes saw of their children; the launcher also scanned "
+            f"/proc every {SCAN_S} s for descendants it could not record (a process that lived shorter than that "
+            "and was not started by a recorded Python process may be missing)"],
+    }
+
+
+def write(out: Path, doc: dict[str, Any]) -> None:
+    tmp = out / f"index.json.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, out / "index.json")

@@ -1,0 +1,41 @@
+"""A multiprocessing "spawn" worker captures two graphs in a background thread and replays them 5 and
+4 times; the main process captures none (a vLLM V1-style engine core)."""
+import multiprocessing as mp
+import sys
+import threading
+
+import torch
+
+import _graphcount
+
+
+def worker() -> None:
+    _graphcount.install()
+
+    def work() -> None:
+        x = torch.randn(256, 256, device="cuda")
+        torch.cuda.synchronize()
+        g1, g2 = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g1):
+            y = (x @ x).relu()  # LINE_G1
+        with torch.cuda.graph(g2):
+            y.softmax(-1)  # LINE_G2
+        for _ in range(5):
+            g1.replay()
+        for _ in range(4):
+            g2.replay()
+        torch.cuda.synchronize()
+
+    t = threading.Thread(target=work, name="capture-thread")
+    t.start()
+    t.join()
+    _graphcount.result(role="worker")
+
+
+if __name__ == "__main__":
+    _graphcount.install()
+    p = mp.get_context("spawn").Process(target=worker)
+    p.start()
+    p.join()
+    _graphcount.result(role="main", worker_exitcode=p.exitcode)
+    sys.exit(p.exitcode)
