@@ -5,7 +5,7 @@
 # (the recordings, gzipped as tests/data/record_* wants them, for checking in; the overhead figures
 # as JSON; the report page of two recordings). Estimated run time on one H100: ~4 minutes
 # (build 15 s, GPU tests 40 s, recordings 100 s in two lanes, GPT-2 per-graph probe 30 s, the 20 s
-# serving run once bare and once recorded 55 s). The overhead steps run shortened: 5 rounds of the
+# serving run once bare and once recorded 55 s). The overhead steps run shortened: 3 rounds of the
 # GPT-2 probe (the docs' figure took 15-25), 1 round of the 20 s serving run (the docs' took 9-11).
 set -u
 OUT=${1:?usage: scripts/gpu/record.sh OUTDIR}
@@ -17,6 +17,10 @@ exec > >(tee "$LOG") 2>&1
 step() { echo; echo "===== $*"; }
 status() { echo "----- exit status: $1 ($2)"; }
 T0=$(date +%s)
+# Cut off from outside (a time limit), what was packed so far still comes back.
+trap '[ -s "$OUT/record.tgz" ] || tar -czf "$OUT/record.tgz" -C "$WORK/pack" . 2>/dev/null
+      (cd "$WORK" && tar -czf "$OUT/record_runs.tgz" rec/*.run 2>/dev/null)' EXIT
+mkdir -p "$WORK/pack"
 
 step "environment"
 python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())"
@@ -29,11 +33,11 @@ status $? build
 ls cgtool/capture/*.so cgtool/capture/record/*.so 2>&1
 
 step "GPU tests of record (tests/gpu/test_record_gpu.py)"
-timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_record_gpu.py 2>&1 | tail -15
+timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_record_gpu.py 2>&1 | tail -15
 status "${PIPESTATUS[0]}" "gpu tests"
 
 step "record the test programs (scripts/record_programs.sh, two at a time)"
-timeout 420 bash scripts/record_programs.sh "$WORK/rec"
+timeout 190 bash scripts/record_programs.sh "$WORK/rec"
 status $? record_programs
 for f in "$WORK"/rec/record_*.run/wall_s.txt; do echo "$(basename "$(dirname "$f")" .run): $(cat "$f") s"; done
 
@@ -57,7 +61,7 @@ for n in trees hf_llama; do
 done
 
 step "overhead per graph: the GPT-2 decode step in one process (target <= 1.15x recorder/bare, paired)"
-timeout 240 python3 benchmarks/probe_record_capture.py --model gpt2 --configs bare,c_noop,recorder --rounds 5 \
+timeout 70 python3 benchmarks/probe_record_capture.py --model gpt2 --configs bare,c_noop,recorder --rounds 3 \
   --out "$WORK/pack/probe_record_capture_gpt2.json" > "$WORK/probe.txt" 2>&1
 status $? probe_record_capture
 python3 - "$WORK/pack/probe_record_capture_gpt2.json" <<'EOF'
@@ -75,7 +79,7 @@ EOF
 tail -n 5 "$WORK/probe.txt"
 
 step "overhead on wall time: a 20 s serving run, bare and recorded (target <= 1.05x), 1 round"
-timeout 200 python3 benchmarks/bench_record.py --rounds 1 --layers 24 --serve-s 20 \
+timeout 75 python3 benchmarks/bench_record.py --rounds 1 --layers 24 --serve-s 20 \
   --out "$WORK/pack/bench_record_serve20.json" > "$WORK/bench.txt" 2>&1
 status $? bench_record
 python3 - "$WORK/pack/bench_record_serve20.json" <<'EOF'
@@ -96,5 +100,4 @@ step "tarball"
 tar -czf "$OUT/record.tgz" -C "$WORK/pack" .
 status $? tar
 du -h "$OUT/record.tgz"
-rm -rf "$WORK"
 echo "total $(( $(date +%s) - T0 )) s"
