@@ -298,9 +298,15 @@ class GraphTracker:
         return counts
 
     def carry_counts(self) -> None:
-        """Keep the compiled callback's counts in Python (it forgets them when configured again)."""
+        """Move the compiled callback's counts into Python, taking them out of the callback: it
+        keeps them while CUPTI is given up and forgets them when configured again, so each replay
+        is counted once whether or not the recording resumes."""
         if self.sub.counts_in_c:
-            self._carried = self.all_launches()
+            counts = self.all_launches()
+            nodecb = self.sub.nodecb
+            for h in list(nodecb.launch_counts()):
+                nodecb.take_launches(h)
+            self._carried = counts
 
     def replays_of(self, rec: GraphRecord, counts: dict[int, int]) -> int:
         return counts.get(rec.exec_handle, 0) if self.by_exec.get(rec.exec_handle) is rec else rec.replays
