@@ -369,3 +369,38 @@ def test_findings_state_what_served_and_what_is_idle(tmp_path: Path) -> None:
     assert f"{never} graph(s) were never replayed" in text
     assert "serve.py:10 captured 67 graphs" in text
     assert f"{67 * 0.03:.3f} s in all" in text and f"{100 * 67 * 0.03 / 100:.0f} % of its wall time" in text
+
+
+# ------------------------------------------------------------------------ cudagraph trees' inputs
+def test_capture_shapes_are_the_recording_inputs_less_the_static_ones() -> None:
+    """The shapes a cudagraph trees capture was recorded for come from ``CUDAGraphNode._record``'s
+    ``inputs`` (the manager's ``new_inputs`` is already cleared when the capture begins), without
+    the static inputs (parameters); an int input (a symbolic size) is kept as itself."""
+    import torch
+
+    from cgtool.capture.record import attribution
+    from cgtool.capture.record.tracker import capture_shapes
+
+    seen: dict[str, Any] = {}
+
+    class CUDAGraphNode:  # the two frames cudagraph trees has on the stack at capture begin
+        def __init__(self, static: list[int]) -> None:
+            self.wrapped_function = types.SimpleNamespace(static_input_idxs=static)
+
+        def _record(self, model: Any, inputs: list[Any]) -> None:
+            f = sys._getframe()
+            seen["shapes"] = capture_shapes(f, attribution.grab(f))
+
+    class CUDAGraphTreeManager:
+        def record_function(self, new_inputs: list[Any], function_id: int) -> None:
+            inputs = list(new_inputs)
+            new_inputs.clear()  # as cudagraph trees does before recording
+            CUDAGraphNode([0, 1])._record(None, inputs)
+
+    attribution._register_trees(types.SimpleNamespace(CUDAGraphNode=CUDAGraphNode,
+                                                      CUDAGraphTreeManager=CUDAGraphTreeManager))
+    weight, bias, x = torch.zeros(128, 64), torch.zeros(128), torch.zeros(8, 64)
+    CUDAGraphTreeManager().record_function([weight, bias, x, 8], 0)
+    assert seen["shapes"] == {"inputs": [[8, 64], 8], "n_inputs": 4, "static_inputs": 2}
+    f = sys._getframe()
+    assert capture_shapes(f, attribution.grab(f)) is None  # not a cudagraph trees capture
