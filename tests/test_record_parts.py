@@ -404,3 +404,46 @@ def test_capture_shapes_are_the_recording_inputs_less_the_static_ones() -> None:
     assert seen["shapes"] == {"inputs": [[8, 64], 8], "n_inputs": 4, "static_inputs": 2}
     f = sys._getframe()
     assert capture_shapes(f, attribution.grab(f)) is None  # not a cudagraph trees capture
+
+
+# ------------------------------------------------------------------ what the recorder itself starts
+_SPAWNS = r'''
+import json, subprocess, sys
+started = []
+_real = subprocess.Popen._execute_child
+def _execute_child(self, args, *a, **kw):
+    started.append(list(args) if isinstance(args, (list, tuple)) else [str(args)])
+    return _real(self, args, *a, **kw)
+subprocess.Popen._execute_child = _execute_child
+from cgtool.capture._deps import require_bindings
+from cgtool.capture import _libcupti
+from cgtool.artifacts.names import demangle
+require_bindings()  # what the recorder loads once the program has imported torch
+pathfinder = "cuda.pathfinder" in sys.modules
+try:
+    _libcupti.load_libcupti()
+except OSError:
+    pass
+demangled = demangle("_Z1fv")
+mine = list(started)
+import ctypes.util
+ctypes.util.find_library("stdc++")  # the control: the stdlib's lookup does start a child
+print(json.dumps({"mine": mine, "control": started[len(mine):], "pathfinder": pathfinder, "demangled": demangled}))
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ldconfig is Linux's")
+def test_the_recorder_starts_no_process_of_its_own() -> None:
+    """Loading cuda.bindings (cuda.pathfinder), libcupti and the demangler starts no child process
+    (``ctypes.util.find_library`` would run ``ldconfig -p``, a process of the program's tree that
+    the recording would list as not recorded)."""
+    pytest.importorskip("cuda.bindings")
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root)] + ([os.environ["PYTHONPATH"]]
+                                                                     if os.environ.get("PYTHONPATH") else [])))
+    p = subprocess.run([sys.executable, "-c", _SPAWNS], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.splitlines()[-1])
+    assert r["pathfinder"] and r["demangled"] == "f()"
+    assert r["mine"] == []
+    assert r["control"] and "ldconfig" in r["control"][0][0], r["control"]
