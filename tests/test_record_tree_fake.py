@@ -368,3 +368,24 @@ def test_the_programs_own_sitecustomize_still_runs(tmp_path: Path) -> None:
                         str(prog)], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert results(p.stdout) == [{"ran": 1, "recording": True}]
+
+
+def test_a_python_child_given_pythonpath_from_sys_path_is_recorded(tmp_path: Path) -> None:
+    """torch starts its compile workers with ``PYTHONPATH=os.pathsep.join(sys.path)``
+    (``python_subprocess_env``): such a child is recorded like any other, its pid followed."""
+    prog = tmp_path / "p.py"
+    prog.write_text(
+        "import json, os, subprocess, sys\n"
+        "env = {**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}\n"
+        "child = 'import json, os, sys; print(\"RESULT \" + json.dumps({\"pid\": os.getpid(), "
+        "\"recording\": \"cgtool.capture.record.process\" in sys.modules}), flush=True)'\n"
+        "subprocess.run([sys.executable, '-c', child], env=env, check=True)\n"
+        "print('RESULT ' + json.dumps({'pid': os.getpid(), 'recording': 'cgtool.capture.record.process' "
+        "in sys.modules}), flush=True)\n")
+    p, out = record_fake(tmp_path, ["python", str(prog)])
+    assert p.returncode == 0, p.stderr
+    res = results(p.stdout)
+    assert len(res) == 2 and all(r["recording"] for r in res), res
+    tree, _ = tree_and_indexes(out)
+    followed = {pr["pid"] for pr in tree["processes"] if pr["followed"]}
+    assert {r["pid"] for r in res} <= followed, tree["processes"]
