@@ -223,11 +223,48 @@ def test_tree_names_what_it_could_not_record(tmp_path: Path) -> None:
     doc = tree.build(root, program=["python", "a.py"], exit_code=0, root_pid=10, seen=seen)
     by = {p["pid"]: p for p in doc["processes"]}
     assert by[10]["followed"] and by[10]["graphs"] == 2 and by[10]["replays"] == 3
-    assert "not a Python program (nvcc)" in by[11]["reason"] and by[11]["parent"] == 10
+    assert by[11]["makes_no_graphs"] == "a compiler or linker (nvcc)" and by[11]["parent"] == 10
+    assert "makes no CUDA graph" in by[11]["reason"]
     assert "could not start" in by[12]["reason"] and "CUPTI is held" in by[12]["reason"]
     assert "-I" in by[13]["reason"]
     assert "exited before the recorder attached" in by[14]["reason"]
-    assert doc["not_followed"] == 4 and not doc["complete"]
+    assert doc["not_followed"] == 4 and doc["helpers"] == 1 and not doc["complete"]
+
+
+@pytest.mark.parametrize("unknown", [False, True])
+def test_helper_commands_leave_no_graph_unseen(tmp_path: Path, unknown: bool) -> None:
+    """A process tree whose only unrecorded processes are helper commands (ldconfig, a compiler and
+    the pass it started, whose command line was not seen) is complete: "no graph" is said plainly.
+    Any other binary (it could use CUDA) leaves the answer open."""
+    import io
+
+    from rich.console import Console
+
+    from cgtool.artifacts.recording import load_tree
+    from cgtool.capture.record import tree
+    from cgtool.report.record_table import record_summary
+
+    (tmp_path / "p10").mkdir()
+    (tmp_path / "p10" / "index.json").write_text(json.dumps({
+        "cgtool_record": 1, "pid": 10, "parent": 1, "program": ["python", "a.py"], "finished": True, "exit_code": 0,
+        "graphs": [], "children": [{"pid": 11, "argv": ["/sbin/ldconfig", "-p"], "how": "subprocess", "exit_code": 0}]}))
+    seen = {12: tree.Seen(12, 10, ["/opt/gcc/bin/g++-real", "-O2", "k.cpp"]), 13: tree.Seen(13, 12, [])}
+    if unknown:
+        seen[14] = tree.Seen(14, 10, ["./my_cuda_app"])
+    doc = tree.build(tmp_path, program=["python", "a.py"], exit_code=0, root_pid=10, seen=seen)
+    tree.write(tmp_path, doc)
+    by = {p["pid"]: p for p in doc["processes"]}
+    assert by[11]["makes_no_graphs"] == "ldconfig" and by[12]["makes_no_graphs"] == "a compiler or linker (g++)"
+    assert by[13]["makes_no_graphs"] == "started by a compiler or linker"
+    assert doc["helpers"] == 3 and doc["complete"] is (not unknown)
+    t = load_tree(tmp_path)
+    assert t.complete is (not unknown) and [p.pid for p in t.unseen] == ([14] if unknown else [])
+    con = Console(file=io.StringIO(), width=200, color_system=None)
+    record_summary(con, t)
+    text = con.file.getvalue()  # type: ignore[attr-defined]
+    assert ("instantiated no CUDA graph in any of its 1 process(es)" in text) is (not unknown)
+    assert ("does not say the program made none" in text) is unknown
+    assert "3 helper process(es) were not recorded" in text and "ldconfig -p" not in text
 
 
 # ------------------------------------------------------------------------------------ library API
