@@ -224,7 +224,8 @@ def test_summary_of_ranks_and_empty() -> None:
     record_summary(con, recs + load_recordings(DATA / "record_nograph"))
     text = con.file.getvalue()  # type: ignore[attr-defined]
     titles = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("process ")]
-    assert titles == [f"process ? (rank {r.rank}): {len(r.graphs)} graph(s)" for r in recs]
+    assert titles == [f"process {r.pid} (rank {r.rank}): {len(r.graphs)} graph(s)" for r in recs if r.graphs]
+    assert [r.rank for r in recs if r.graphs] == [0, 1]
     assert str(DATA) not in "".join(titles)
     con = Console(file=io.StringIO(), width=100, color_system=None)
     record_summary(con, load_recordings(DATA / "record_nograph"))
