@@ -484,3 +484,93 @@ def test_the_recorder_starts_no_process_of_its_own() -> None:
     assert r["pathfinder"] and r["demangled"] == "f()"
     assert r["mine"] == []
     assert r["control"] and "ldconfig" in r["control"][0][0], r["control"]
+
+
+# ----------------------------------------------------------- a capture in another thread, "global" mode
+def test_the_recorders_threads_make_no_cuda_call_during_a_capture(fake: FakeCupti, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a program thread captures in the default "global" mode, a CUDA call from any other
+    thread invalidates the capture (cudaErrorStreamCaptureInvalidated). Every CUDA and CUPTI entry
+    point the recorder reaches (the graph reads, the device's properties and versions, torch's
+    allocator and device calls, CUPTI's ids) is logged with its thread here: while one thread's
+    capture is open, no other thread calls one, though the writer writes the graph captured before
+    and refreshes the index meanwhile; the writer thread never calls one."""
+    import cgtool.capture._deps as deps
+    import cgtool.capture.export as ex
+    import cgtool.capture.graphread as gr
+    from cgtool.capture.record import writer as writer_mod
+    from cgtool.capture.record.options import RecordOptions
+    from cgtool.capture.record.recorder import Recorder
+
+    calls: list[tuple[str, int]] = []
+
+    def logged(name: str, fn: Any) -> Any:
+        def call(*a: Any, **kw: Any) -> Any:
+            calls.append((name, threading.get_ident()))
+            return fn(*a, **kw)
+        return call
+
+    for mod, name in ((gr, "read_graph"), (gr, "read_quick"), (ex, "cuda_environment")):
+        monkeypatch.setattr(mod, name, logged(name, getattr(mod, name)))
+
+    class _Bindings:  # cuda.bindings' runtime and driver: every function logged
+        def __init__(self, real: Any, name: str) -> None:
+            self._real, self._name = real, name
+
+        def __getattr__(self, attr: str) -> Any:
+            v = getattr(self._real, attr)
+            return logged(f"{self._name}.{attr}", v) if callable(v) and attr[:2] in ("cu", "cd") else v
+
+    real_require = deps.require_bindings
+    monkeypatch.setattr(deps, "require_bindings", lambda *a: tuple(
+        _Bindings(m, n) for m, n in zip(real_require(*a), ("runtime", "driver"))))
+    monkeypatch.setattr(fake, "get_graph_id", logged("cuptiGetGraphId", fake.get_graph_id))
+    torch_c = types.SimpleNamespace(_cuda_getDevice=logged("torch._C._cuda_getDevice", lambda: 0),
+                                    _cuda_memoryStats=logged("torch._C._cuda_memoryStats", lambda d: {
+                                        "reserved_bytes": {"all": {"current": 0}}}))
+    torch_cuda = types.SimpleNamespace(**{n: logged(f"torch.cuda.{n}", lambda *a: 0) for n in (
+        "memory_reserved", "max_memory_reserved", "get_device_properties", "get_device_capability")},
+        is_initialized=logged("torch.cuda.is_initialized", lambda: False))
+    fake_torch = types.SimpleNamespace(_C=torch_c, cuda=torch_cuda, __version__="0", version=types.SimpleNamespace(cuda="13.0"))
+    monkeypatch.setattr(writer_mod, "_MAX_DEFER_S", 0.3)  # the writer does not wait for the open capture to end
+
+    rec = Recorder(str(tmp_path), RecordOptions(subscriber="cupti-python", writer_quiet_s=0.05, index_refresh_s=0.05),
+                   program=["prog.py"])
+    rec.start()
+    rec.tracker.torch = fake_torch
+    capture(fake, 100, [11, 12], 5000)  # graph 0, handed to the writer
+    replay(fake, 5000)
+    window: dict[str, Any] = {}
+
+    def capturing_thread() -> None:
+        fake.graphs[200] = [21]  # type: ignore[attr-defined]
+        window["thread"] = threading.get_ident()
+        window["start"] = len(calls)
+        fake.api(Rt.cudaStreamBeginCapture_v10000, Site.API_ENTER)
+        fake.api(Rt.cudaStreamBeginCapture_v10000, Site.API_EXIT)
+        deadline = time.perf_counter() + 10
+        while not (tmp_path / "graph_000.json").exists() and time.perf_counter() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the index refreshed too (replays of graph 0 changed)
+        window["written"] = (tmp_path / "graph_000.json").exists()
+        fake.graph_event(Res.GRAPHNODE_CREATED, graph=200, node=21)
+        fake.api(Rt.cudaStreamEndCapture_v10000, Site.API_ENTER)
+        fake.api(Rt.cudaStreamEndCapture_v10000, Site.API_EXIT)
+        window["end"] = len(calls)
+        fake.api(Rt.cudaGraphInstantiateWithFlags_v11040, Site.API_ENTER)
+        fake.graph_event(Res.GRAPHEXEC_CREATED, graph=200, exec_=6000)
+        fake.api(Rt.cudaGraphInstantiateWithFlags_v11040, Site.API_EXIT)
+
+    t = threading.Thread(target=capturing_thread)
+    t.start()
+    t.join()
+    assert rec.flush(10)
+    writer_thread = rec.writer._thread.ident  # type: ignore[union-attr]
+    rec.finish(0)
+    assert window["written"], "the writer wrote graph 0 while the other thread's capture was open"
+    idx = json.loads((tmp_path / "index.json").read_text())
+    assert [g["nodes"] for g in idx["graphs"]] == [2, 1] and idx["graphs"][0]["replays"] == 1
+    during = calls[window["start"]:window["end"]]
+    assert all(tid == window["thread"] for _, tid in during), during
+    assert not [c for c in calls if c[1] == writer_thread], "the writer thread made a CUDA call"
+    assert {"read_graph", "cuptiGetGraphId"} <= {n for n, tid in calls if tid == window["thread"]}, calls
