@@ -54,7 +54,8 @@ def make_app() -> typer.Typer:
         name="cgtool",
         help="Capture, replay, time and inspect CUDA graphs in PyTorch.\n\n"
         "Exit codes: 0 success, 1 a check failed (regression, fake dependencies over the limit, diff "
-        "found), 2 usage error, 3 capture failed, 4 invalid input file, 141 output pipe closed early.",
+        "found), 2 usage error, 3 capture failed, 4 invalid input file, 130 interrupted (Ctrl-C), "
+        "141 output pipe closed early, 143 terminated (SIGTERM).",
         no_args_is_help=True,
         pretty_exceptions_show_locals=False,
         add_completion=True,

@@ -17,12 +17,23 @@ Nproc = Annotated[Optional[int], typer.Option("--nproc-per-node", help="Start N 
 
 
 def relaunch_under_torchrun(nproc: Optional[int]) -> None:
-    """With --nproc-per-node outside torchrun: run this command under torchrun and exit with its code."""
-    from cgtool.capture import dist
+    """With --nproc-per-node outside torchrun: run this command under torchrun and exit with the
+    first failing rank's own code (torchrun's is 1 for any failure; ``cgtool.cli._children``)."""
+    import importlib.util
+    import os
 
-    code = dist.maybe_relaunch(nproc, sys.argv[1:])
-    if code is not None:
-        raise typer.Exit(code)
+    from cgtool.capture import dist
+    from cgtool.cli._children import run_ranks
+    from cgtool.errors import MissingExtraError, UsageError
+
+    if nproc is None or dist.distributed():
+        return
+    if nproc < 1:
+        raise UsageError("--nproc-per-node must be at least 1.")
+    if importlib.util.find_spec("torch") is None:
+        raise MissingExtraError("--nproc-per-node (torchrun, from torch)")
+    argv = dist.strip_option(sys.argv[1:], "--nproc-per-node")
+    raise typer.Exit(run_ranks(dist.torchrun_command(nproc, argv), nproc, {**os.environ, **dist.NO_MULTICAST}))
 
 
 def capture(
