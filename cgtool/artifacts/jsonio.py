@@ -179,17 +179,25 @@ def _open(p: Path, st: os.stat_result) -> io.BufferedReader:
     """Open for reading; a FIFO with no writer yet blocks (as ``cat`` does), and says so."""
     if not stat.S_ISFIFO(st.st_mode):
         return open(p, "rb")
+    return _open_fifo(p, "rb")
+
+
+def _open_fifo(p: Path, mode: str) -> Any:
+    """Open a FIFO, which blocks until the other end is opened too (as ``cat`` and a shell's ``>``
+    do); after half a second without it, say so once on stderr."""
     import threading
 
+    other = "writer" if "r" in mode else "reader"
+
     def note() -> None:  # said through warnings: the CLI shows it as "cgtool: warning: ..."
-        warnings.warn(InputWarning(f"waiting for a writer on the FIFO {shown(str(p))} (Ctrl-C stops)."),
+        warnings.warn(InputWarning(f"waiting for a {other} on the FIFO {shown(str(p))} (Ctrl-C stops)."),
                       stacklevel=1)
 
     t = threading.Timer(0.5, note)
     t.daemon = True
     t.start()
     try:
-        return open(p, "rb")
+        return open(p, mode)
     finally:
         t.cancel()
 
@@ -382,24 +390,38 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, force: bool
         raise cannot_write(Path(path), e) from None
 
 
+def output_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be written as a new file, and the fix, or None: a parent that is a file, a
+    folder that does not exist (cgtool creates no folder for an output file: a typo would make one),
+    a symbolic link whose target's folder does not exist."""
+    where = Path(os.path.realpath(path)) if path.is_symlink() else path
+    parent = next((a for a in where.parents if a.exists()), None)
+    if parent is not None and not parent.is_dir():
+        return f"{parent} is a file, not a folder. Choose another path"
+    if not where.parent.is_dir():
+        link = f"it is a symbolic link to {where}, whose folder" if where != path else "the folder"
+        return (f"{link} {where.parent} does not exist. Create it first (cgtool creates no folder for an "
+                "output file), or choose another path")
+    return None
+
+
 def cannot_write(p: Path, e: OSError) -> UsageError:
     """One paragraph for an output that cannot be written (exit 2)."""
-    parent = next((a for a in p.parents if a.exists()), None)
-    if parent is not None and not parent.is_dir():
-        why = f"{parent} is a file, not a folder"
-    else:
-        why = e.strerror or str(e)
-    return UsageError(f"Cannot write {p}: {why}. Choose a path in a folder you can write to.")
+    why = output_problem(p) or f"{e.strerror or e}. Choose a path in a folder you can write to"
+    return UsageError(f"Cannot write {p}: {why}.")
 
 
 def _write(p: Path, path: Path, data: bytes) -> Path:
     if p.is_symlink():
-        p = p.resolve()
+        p = Path(os.path.realpath(p))
     if p.exists() and not stat.S_ISREG(p.stat().st_mode):
-        with open(p, "wb") as f:  # a device or a FIFO: never renamed over
+        opener = _open_fifo if stat.S_ISFIFO(p.stat().st_mode) else open
+        with opener(p, "wb") as f:  # a device or a FIFO: never renamed over
             f.write(data)
         return path
-    p.parent.mkdir(parents=True, exist_ok=True)
+    problem = output_problem(p)
+    if problem:
+        raise UsageError(f"Cannot write {path}: {problem}.")
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
         # mkstemp creates 0600; give the file the mode a plain open() would (0666 less umask).

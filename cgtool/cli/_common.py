@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.segment import Segment
 
-from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, is_stdout
+from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, is_stdout, output_problem
 from cgtool.errors import OutputExistsError, UsageError
 from cgtool.text import shown
 
@@ -52,11 +52,12 @@ def output_path(path: Optional[Path], force: bool, *, inputs: tuple[Optional[Pat
                              "Name a new file.")
     if path.is_dir():
         raise UsageError(f"{path} is a directory; give a file name.")
-    parent = next((a for a in path.parents if a.exists()), None)
-    if parent is not None and not parent.is_dir():
-        raise UsageError(f"Cannot write {path}: {parent} is a file, not a folder. Choose another path.")
-    if parent is not None and path.parent == parent and not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"Cannot write {path}: the folder {parent} is not writable. Choose another path.")
+    problem = output_problem(path)
+    if problem:
+        raise UsageError(f"Cannot write {path}: {problem}.")
+    folder = Path(os.path.realpath(path)).parent
+    if not path.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"Cannot write {path}: the folder {folder} is not writable. Choose another path.")
     if path.exists() and not force:
         raise OutputExistsError(path)
     return path
