@@ -14,7 +14,27 @@ from rich.segment import Segment
 
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, is_stdout, output_problem
 from cgtool.errors import OutputExistsError, UsageError
-from cgtool.text import shown
+from cgtool.text import ESCAPES, shown
+
+def _escape_controls_in_rich_text() -> None:
+    """rich deletes BEL, BS, VT, FF and CR from every Text it builds (``rich.control.
+    strip_control_codes``, through its module table) and keeps ESC and the others, so a kernel
+    named ``k\\x07`` showed as ``k`` while ``k\\x1b`` showed escaped. Filling that table with
+    ``cgtool.text.shown``'s escapes makes every Text show every control character the same way,
+    before the layout measures it (so table columns fit the escapes). Without the table (another
+    rich) nothing changes, and the console below still escapes what it prints."""
+    try:
+        from rich import control
+    except ImportError:  # pragma: no cover
+        return
+    table = getattr(control, "_CONTROL_STRIP_TRANSLATE", None)
+    if isinstance(table, dict) and table.get(0x07, "") is None:
+        table.clear()
+        table.update(ESCAPES)
+
+
+_escape_controls_in_rich_text()
+
 
 class _Console(Console):
     """A console that never lets input text drive the terminal: control characters in anything
