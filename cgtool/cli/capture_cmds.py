@@ -138,16 +138,20 @@ def trace(
 
 
 def doctor(json_out: JsonOut = None, force: Force = False) -> None:
-    """What this machine supports: torch, CUDA, where tools ids come from, CUPTI, Graphviz."""
+    """What this machine supports: torch and its CUDA build, the CUDA device and driver, where tools
+    ids come from, cuda-bindings, cupti-python, cgtool's compiled parts, Graphviz.
+
+    With --json: the values (booleans, versions, names; null where unknown, with the reason under
+    "unknown")."""
     from cgtool.artifacts.jsonio import write_json
-    from cgtool.capture.machine import machine_facts
+    from cgtool.capture.machine import facts_display, facts_json, machine_facts
     from cgtool.report.tables import facts_table, show
 
     output_path(json_out, force)
     facts = machine_facts()
-    show(console_for(json_out), facts_table("cgtool doctor", facts))
+    show(console_for(json_out), facts_table("cgtool doctor", facts_display(facts)))
     if json_out is not None:
-        write_json(json_out, facts, force=force)
+        write_json(json_out, facts_json(facts), force=force)
         wrote(json_out)
 
 
