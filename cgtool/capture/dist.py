@@ -53,7 +53,12 @@ def gather(obj: Any) -> list[Any] | None:
     import torch.distributed as dist
 
     if not dist.is_initialized():
-        raise RuntimeError("running under torchrun but the workload did not initialise torch.distributed")
+        from cgtool.errors import UsageError
+
+        raise UsageError("Running under torchrun (--nproc-per-node), but the workload did not initialise "
+                         "torch.distributed, which the ranks need to report to rank 0: call "
+                         "torch.distributed.init_process_group() in setup (see sample_workloads/tp_mlp.py), or "
+                         "run without --nproc-per-node.")
     data = json.dumps(obj).encode()
     dev = torch.device("cuda", torch.cuda.current_device())
     size = torch.tensor([len(data)], device=dev)
