@@ -250,21 +250,18 @@ def test_every_control_character_is_shown_the_same_way(run_cli, tmp_path):
     assert rc == 0, err
     for ch in CONTROLS.values():
         assert ch not in out and ch not in err
-    from cgtool.cli._common import out as console
-    from rich.table import Table
     import io
+
+    from rich.table import Table
+
+    from cgtool.cli._common import _Console
 
     t = Table()
     t.add_column("name")
     for name in (f"k{tag}{ch}end" for tag, ch in CONTROLS.items()):
         t.add_row(name)
     buf = io.StringIO()
-    file, width = console.file, console.width
-    try:
-        console.file, console.width = buf, 40
-        console.print(t)
-    finally:
-        console.file, console.width = file, width
+    _Console(file=buf, width=40, markup=False, highlight=False).print(t)
     shown = buf.getvalue()
     for tag, esc in escaped.items():
         assert esc in shown, (tag, shown)

@@ -43,7 +43,7 @@ def make_app() -> typer.Typer:
         help="Capture, replay, time and inspect CUDA graphs in PyTorch.\n\n"
         "Exit codes: 0 success, 1 a check failed (regression, fake dependencies over the limit, diff "
         "found), 2 usage error, 3 capture failed, 4 invalid input file, 130 interrupted (Ctrl-C), "
-        "141 output pipe closed early, 143 terminated (SIGTERM).",
+        "141 output pipe closed early, 143 terminated (SIGTERM), 70 a bug in cgtool.",
         no_args_is_help=True,
         pretty_exceptions_show_locals=False,
         add_completion=True,
