@@ -1,4 +1,4 @@
-"""The hostile-input corpus of issue 19: inputs derived from the real recordings in tests/data.
+"""The hostile-input corpus: inputs derived from the real recordings in tests/data.
 
     python3 scripts/bad_corpus.py tests/data/bad          # the small, standing cases (checked in)
     python3 scripts/bad_corpus.py DIR --big               # also the big ones (bombs, nesting, wide)
@@ -261,7 +261,7 @@ def small(c: Corpus) -> None:
     c.add("graph_empty.json", "truncated", "graph", "refuse", "an empty file", b"")
     c.add("bench_truncated.json", "truncated", "bench", "refuse", "a bench file cut short",
           BENCH.read_bytes()[:100])
-    # ---- phases of GPU events (issue 31): none is refused, others are counted in a warning
+    # ---- phases of GPU events: none is refused, others are counted in a warning
     c.trace("trace_no_ph.json.gz", "phases", "refuse", "a kernel event without \"ph\"",
             lambda t: _gpu(t)[6].pop("ph"))
     c.trace("trace_empty_ph.json.gz", "phases", "refuse", "a kernel event with \"ph\": \"\"",

@@ -1,4 +1,4 @@
-"""Inputs that used to pass without a word, and messages about inputs: a GPU event without "ph",
+"""Inputs that must not pass without a word, and messages about inputs: a GPU event without "ph",
 events of GPU categories of other phases, a node whose graph_id is not its export's exec_graph_id,
 a string among the timings or the replay check, field names with spaces, a UTF-8 byte order mark,
 a 401-digit number, control characters, and the size cap (its advice and a memory bound)."""

@@ -255,7 +255,7 @@ class Trace:
 
     @property
     def tracer_overhead(self) -> TracerOverhead | None:
-        """What the tracer measured tracing to cost (traces of ``cgtool trace`` since issue 18)."""
+        """What the tracer measured tracing to cost (traces written by ``cgtool trace``)."""
         return TracerOverhead.from_meta(self.cgtool)
 
     def event(self, i: int) -> GpuEvent:

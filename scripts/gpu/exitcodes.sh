@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Exit codes on the GPU machine (issue 31), from the repository root:  bash scripts/gpu/exitcodes.sh OUTDIR
+# Exit codes on the GPU machine, from the repository root:  bash scripts/gpu/exitcodes.sh OUTDIR
 # About 1.5 minutes on one H100: two torch processes, four torchrun jobs of 2 ranks (both ranks on
 # cuda:0 on a 1-GPU machine: the workloads here need no process group), two of them stopped by a
 # signal after 12 s.
