@@ -1,4 +1,4 @@
-"""Issue 19: hostile input. The standing corpus in tests/data/bad (made by scripts/bad_corpus.py
+"""Hostile input. The standing corpus in tests/data/bad (made by scripts/bad_corpus.py
 from the real recordings), class by class over every analysis command; the big cases (bombs,
 nesting, wide graphs) made here at test time; devices, FIFOs, outputs, address-space limits.
 
