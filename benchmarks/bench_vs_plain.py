@@ -3,9 +3,9 @@
     PYTHONPATH=. python3 benchmarks/bench_vs_plain.py [--rounds 2] [--blocks 10] [--per N]
                         [--recaptures 3] [--workloads chain,...] [--budget S] [--json OUT] [--dry-run]
 
-Workloads: the 400-kernel chain (sample_workloads/chain.py), one kernel
-(benchmarks/workloads/one_kernel.py), the transformer block and the GPT-2 decode step (random
-weights from ``GPT2Config()``, nothing downloaded). Each round runs, per workload, two FRESH
+Workloads, in this order: the 400-kernel chain (sample_workloads/chain.py), the GPT-2 decode
+step (random weights from ``GPT2Config()``, nothing downloaded), the transformer block and one
+kernel (benchmarks/workloads/one_kernel.py). Each round runs, per workload, two FRESH
 processes, their order alternating from round to round:
 
 * plain: what an engineer writes: set the step up, warm it up 3 times on a side stream, capture it
@@ -22,7 +22,7 @@ of the captures' medians) beside the between-replay spread (a capture's IQR / me
 over captures).
 
 ``--per`` (replays per block) defaults per workload to about 40 ms of replays per block (chain
-100, one kernel 5000, transformer block 200, GPT-2 decode 50). ``--budget`` stops starting pairs
+100, GPT-2 decode 50, transformer block 200, one kernel 5000). ``--budget`` stops starting pairs
 that would end later (a pair's time is taken from the same workload's earlier pair, or guessed);
 every pair is printed and written to ``--json`` as it finishes, so a run cut short keeps what it
 measured.
@@ -42,11 +42,12 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 #: name -> (workload file, replays per block by default)
+#: In the order run (a --budget that runs out skips the last ones of the last round first).
 WORKLOADS = {
     "chain": ("sample_workloads/chain.py", 100),
-    "one_kernel": ("benchmarks/workloads/one_kernel.py", 5000),
-    "transformer_block": ("sample_workloads/transformer_block.py", 200),
     "gpt2_decode": ("sample_workloads/gpt2_decode.py", 50),
+    "transformer_block": ("sample_workloads/transformer_block.py", 200),
+    "one_kernel": ("benchmarks/workloads/one_kernel.py", 5000),
 }
 WARMUP = 50
 #: Seconds a pair of processes is assumed to take before one of the workload has run.
@@ -204,7 +205,7 @@ def main() -> None:
     doc: dict[str, Any] = {"rounds": a.rounds, "blocks": a.blocks, "per": per, "recaptures": a.recaptures,
                            "results": res}
     took: dict[str, float] = {}
-    t0, skipped = time.time(), []
+    t0, skipped, failed = time.time(), [], 0
     for r in range(a.rounds):
         for n in names:
             guess = took.get(n, GUESS_PAIR_S.get(n, GUESS_PAIR_S_DEFAULT))
@@ -229,6 +230,7 @@ def main() -> None:
             if isinstance(pl, str) or isinstance(cg, str):
                 print(f"  round {r + 1} {n:18s} FAILED: plain {pl if isinstance(pl, str) else 'ok'}; "
                       f"cgtool {cg if isinstance(cg, str) else 'ok'}", flush=True)
+                failed += 1
                 continue
             print(f"  round {r + 1} {n:18s} plain {pl['median_us']:9.2f} µs  cgtool {cg['median_us']:9.2f} µs  "
                   f"ratio {cg['median_us'] / pl['median_us']:.4f}  captures {cg['capture_spread'] * 100:.2f} %  "
@@ -240,6 +242,8 @@ def main() -> None:
     _write(a.json, doc)
     if a.json:
         print(f"\nwrote {a.json}")
+    if failed:
+        sys.exit(f"{failed} pair(s) of processes failed (above)")
 
 
 if __name__ == "__main__":

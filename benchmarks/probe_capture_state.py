@@ -393,7 +393,7 @@ def main() -> None:
           + (f"; budget {a.budget:.0f} s" if a.budget else ""), flush=True)
     recs: dict[str, list[dict[str, Any]]] = {x: [] for x in arms}
     doc: dict[str, Any] = {"kernels": a.kernels, "replays": a.replays, "blocks": a.blocks, "records": recs}
-    t0, slowest, stopped = time.time(), 0.0, []
+    t0, slowest, stopped, failed = time.time(), 0.0, [], 0
     for r in range(a.rounds):
         order = arms[r % len(arms):] + arms[:r % len(arms)]
         for arm in order:
@@ -413,6 +413,7 @@ def main() -> None:
             if line is None:
                 print(f"  {arm}: FAILED (exit {q.returncode}): {(q.stderr.strip().splitlines() or ['?'])[-1][:300]}",
                       flush=True)
+                failed += 1
                 continue
             rec = json.loads(line[len("PROBE "):])
             rec["round"] = r
@@ -438,6 +439,8 @@ def main() -> None:
     _write(a.json, doc)
     if a.json:
         print(f"\nwrote {a.json}")
+    if failed:
+        sys.exit(f"{failed} arm process(es) failed (above)")
 
 
 if __name__ == "__main__":
