@@ -219,6 +219,20 @@ def test_each_per_replay_hold_outlasts_the_host_time_of_the_call_before():
     assert all(hold < 2 * h + 100.0 for hold, h in zip(holds[1:], hosts))  # and not much longer
 
 
+def test_the_eager_step_is_timed_per_replay_without_the_hold():
+    """Its launches are what a graph saves: its samples keep them (no GPU hold ahead of them)."""
+    clock = FakeClock(9)
+    first = FakeCapture(clock, "c1", 10.0)
+    spec = BenchSpec(replays=20, blocks=4, warmup=2, per_replay=True, eager=True)
+    t = capture_bench.measure(first, spec, replay_of=lambda c: c.replay, recapture=None, check=lambda c: None,
+                              clock=clock)
+    labels = [lab for lab, _, _ in clock.log]
+    last_hold = max(i for i, lab in enumerate(labels) if lab == "hold")
+    assert labels[last_hold + 1:] == ["c1"] * (1 + 20) + ["eager"] * (2 + 4)  # last replay, host cost; eager
+    assert labels[:2 + 2 * 20] == ["c1", "c1"] + ["hold", "c1"] * 20  # warm-up, then each replay held
+    assert t.eager == pytest.approx([g for lab, g, _ in clock.log if lab == "eager"][2:], rel=1e-9)
+
+
 def test_host_cost_is_each_calls_host_time_with_the_gpu_drained_between_chunks():
     clock = FakeClock(4)
     got = capture_bench.host_cost(clock.work("r", 5.0), 120, clock=clock)

@@ -18,7 +18,7 @@ In each process (``bench_workload``):
 4. ``recaptures`` > 1: the same step captured again into a new graph with a fresh memory pool, in
    another allocator state each time (``RECAPTURE_STATES``), and timed like the first;
 5. the replay-vs-eager check of the first capture (after all timing: it allocates), then the eager
-   step timed the same way.
+   step timed the same way (per-replay samples without the hold: its launches are part of its time).
 """
 
 from __future__ import annotations
@@ -129,7 +129,8 @@ def _clock_mhz() -> int | None:
 
 
 def time_blocks(fn: Callable[[], Any], replays: int, blocks: int, *, per_replay: bool = False,
-                flush: Callable[[], Any] | None = None, clock: Clock | None = None) -> list[float]:
+                flush: Callable[[], Any] | None = None, hold: bool = True,
+                clock: Clock | None = None) -> list[float]:
     """µs per call of ``fn`` over ``replays`` calls: one sample per block (the calls split into
     ``blocks`` blocks differing by at most one call), or one per call with ``per_replay`` or
     ``flush`` (run before every call, outside its event pair).
@@ -139,21 +140,24 @@ def time_blocks(fn: Callable[[], Any], replays: int, blocks: int, *, per_replay:
     the previous call's host time, plus a margin). Without it an idle GPU records the start event
     at once and then waits for the host to submit the call, and the sample measures the host's
     launch latency rather than the call's GPU time (more than the flush of ``cold_cache``, itself
-    queued ahead, would let through: a warm sample slower than a cold one)."""
+    queued ahead, would let through: a warm sample slower than a cold one). ``hold=False`` times
+    each call from the GPU's start event to its end with the launches in it: the eager step's
+    time, whose launches are what a graph saves."""
     clock = clock or CudaClock()
     if per_replay or flush is not None:
         starts = [clock.event() for _ in range(replays)]
         ends = [clock.event() for _ in range(replays)]
-        hold = HOLD_FIRST_US
+        hold_us = HOLD_FIRST_US
         for i in range(replays):
             if flush is not None:
                 flush()
-            clock.hold(hold)
+            if hold:
+                clock.hold(hold_us)
             t0 = clock.host_ns()
             starts[i].record()
             fn()
             ends[i].record()
-            hold = HOLD_MARGIN_US + 2.0 * (clock.host_ns() - t0) / 1000.0
+            hold_us = HOLD_MARGIN_US + 2.0 * (clock.host_ns() - t0) / 1000.0
             clock.synchronize()
         return [s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)]
     sizes = BenchSpec(replays=replays, blocks=blocks).block_sizes()
@@ -233,7 +237,7 @@ def measure(first: Any, spec: BenchSpec, *, replay_of: Callable[[Any], Callable[
             first.eager()
         clock.synchronize()
         eager_us = time_blocks(first.eager, max(spec.blocks, spec.replays // 10), spec.blocks,
-                               per_replay=spec.per_replay, flush=flush, clock=clock)
+                               per_replay=spec.per_replay, flush=flush, hold=False, clock=clock)
     return Timings(samples, host, eager_us)
 
 
