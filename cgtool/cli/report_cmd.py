@@ -32,7 +32,7 @@ def report(
     from cgtool.inspect.gather import gather
     from cgtool.report.html import render_html
     from cgtool.report.plots import have_matplotlib
-    from cgtool.report.summary_md import REPORT_URL_ENV, append_step_summary
+    from cgtool.report.summary_md import REPORT_URL_ENV, append_step_summary, report_summary_md
 
     if is_stdout(output):
         raise UsageError("cgtool report writes a file: give -o report.html.")
@@ -48,8 +48,7 @@ def report(
     atomic_write_bytes(output, page.encode(), force=force)
     wrote(output, f"({plural(len(data.graphs), 'graph')}, {plural(len(data.bench), 'bench result')})")
     url = os.environ.get(REPORT_URL_ENV, "").strip()
-    append_step_summary(f"\n### cgtool report\n\n[{url or output}]({url or output}): "
-                        f"{len(data.graphs)} graph(s), {len(data.bench)} bench result(s)\n")
+    append_step_summary(report_summary_md(data, url or str(output)))
     if open_:
         import webbrowser
 
