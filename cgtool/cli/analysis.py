@@ -53,6 +53,7 @@ def deps(
     fail_on_fake: Annotated[Optional[int], typer.Option(min=0, help="Exit 1 when more than N distinct fake dependencies (pairs of nodes, each counted once however many replays show it) are found: the count does not grow with the replays traced. Needs hardware channels (a `cgtool trace`): without them fake dependencies are not visible and the check is refused (exit 2).")] = None,
     annotate: Annotated[Optional[Path], typer.Option(help="Write a copy of the trace with true edges as flow arrows and fake serializations marked.")] = None,
     compare: Annotated[Optional[Path], typer.Option("--compare", help="Another trace of the same graph (e.g. another CUDA_DEVICE_MAX_CONNECTIONS): judge the two by measured span per replay.")] = None,
+    max_connections: Annotated[Optional[int], typer.Option("--max-connections", min=1, max=32, help="The CUDA_DEVICE_MAX_CONNECTIONS the traced program ran with, for a trace without channel data that does not record it: with 1, every stream's work went through one hardware channel, so fake dependencies are found exactly.")] = None,
     graph_id: GraphId = None,
     rank: Rank = None,
     process: Process = None,
@@ -66,12 +67,12 @@ def deps(
     for p in (json_out, annotate):
         output_path(p, force, inputs=(_path(trace), compare, *(graph or [])))
     runs = deps_runs(trace, graph or [], selector=_selector(graph_id, rank, process), tolerance_us=tolerance_us,
-                     max_bytes=max_bytes, keep_doc=annotate is not None)
+                     max_bytes=max_bytes, keep_doc=annotate is not None, max_connections=max_connections)
     if len(runs) > 1 and (annotate or compare):
         raise UsageError(f"{_path(trace)} holds {len(runs)} traces; --annotate and --compare take one: pick it with "
                          "--rank/--process, or pass one trace file.")
     con = console_for(json_out)
-    compared = _deps_show(con, runs, graph or [], compare, tolerance_us, top, max_bytes)
+    compared = _deps_show(con, runs, graph or [], compare, tolerance_us, top, max_bytes, max_connections)
     if json_out is not None:  # built only when asked for: a trace may hold 100,000s of replays
         from cgtool.artifacts.jsonio import write_json
 
@@ -101,7 +102,7 @@ def deps(
 
 
 def _deps_show(con: Any, runs: list[Any], graph: list[Path], compare: Optional[Path], tolerance_us: float, top: int,
-               max_bytes: int | None) -> dict[str, Any] | None:
+               max_bytes: int | None, max_connections: Optional[int]) -> dict[str, Any] | None:
     from cgtool.report.tables import compare_report, deps_ranks_table, deps_report, show
 
     for run in runs:
@@ -117,7 +118,7 @@ def _deps_show(con: Any, runs: list[Any], graph: list[Path], compare: Optional[P
     from cgtool.inspect.deps import compare_traces
     from cgtool.inspect.files import deps_runs
 
-    (other,) = deps_runs(compare, graph or [], tolerance_us=tolerance_us, max_bytes=max_bytes)
+    (other,) = deps_runs(compare, graph or [], tolerance_us=tolerance_us, max_bytes=max_bytes)  # its own setting
     compared = compare_traces(runs[0].result, other.result, str(runs[0].path), str(compare))
     compare_report(con, compared)
     return compared

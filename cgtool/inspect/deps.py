@@ -44,9 +44,14 @@ __all__ = ["DEFAULT_TOLERANCE_US", "DepKind", "DepsResult", "EventMatch", "Findi
 
 
 def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = DEFAULT_TOLERANCE_US,
-            estimate: bool = True) -> DepsResult:
+            estimate: bool = True, max_connections: int | None = None) -> DepsResult:
     """Classify every serialization in ``trace`` against ``graphs``; with ``estimate``, also
-    estimate what the fake ones cost the replays (cgtool.inspect.cost)."""
+    estimate what the fake ones cost the replays (cgtool.inspect.cost).
+
+    ``max_connections``: the CUDA_DEVICE_MAX_CONNECTIONS the traced program ran with, where the
+    trace does not record it. A trace without channel data whose setting is 1 (recorded, or given)
+    ran every stream's work through hardware channel 0 (measured: DESIGN.md), so its serializations
+    are taken on that one channel, as with channel data."""
     if not len(trace):
         raise InvalidInputError(
             f"{trace.source} has no GPU events (kernel, gpu_memcpy, gpu_memset) among its "
@@ -86,6 +91,13 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
                      "a replay with a missing event has a wrong span, waits and critical path.")
     lane = Lane.CHANNEL if trace.has_channels else Lane.STREAM
     profiler = (trace.cgtool or {}).get("collector") not in ("cupti",)
+    setting, said_by = stated_connections(trace, max_connections)
+    one_channel = lane is Lane.STREAM and setting == 1
+    if one_channel:
+        lane = Lane.CHANNEL
+        notes.append(f"The trace has no hardware channel data, but CUDA_DEVICE_MAX_CONNECTIONS=1 ({said_by}): every "
+                     "stream's work went through hardware channel 0, so serializations are taken on that one "
+                     "channel, as with channel data.")
     if lane is Lane.STREAM:
         notes.append("The trace has no hardware channel data: serializations are taken per stream, so fake "
                      "dependencies through a shared channel are not visible; waits behind unrelated work are "
@@ -97,12 +109,14 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
     start, end = trace.start[ev], trace.end[ev]
     corr, dev = trace.correlation[ev], trace.device[ev]
     replay, rfirst = dense(dev, m.graph, corr)
-    lanes_key = (trace.channel_type[ev], trace.channel[ev]) if lane is Lane.CHANNEL else (trace.stream[ev],)
+    lanes_key = ((dev,) if one_channel else (trace.channel_type[ev], trace.channel[ev]) if lane is Lane.CHANNEL
+                 else (trace.stream[ev],))
     lane_id, lfirst = dense(*lanes_key)
     n_rep = len(rfirst)
 
     tm = timing.replay_timing(prepared, m, replay, n_rep, start, end)
-    sz = serializations.serializations(trace, prepared, m, replay, lane_id, tm.ready, tolerance_us)
+    sz = serializations.serializations(trace, prepared, m, replay, lane_id, tm.ready, tolerance_us,
+                                       channel_of=0 if one_channel else None)
     a, b, kind = sz.a, sz.b, sz.kind
     n_true = np.bincount(replay[b][kind == 0], minlength=n_rep)
     n_fake = np.bincount(replay[b][kind == 1], minlength=n_rep)
@@ -149,16 +163,39 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
     }
     row = np.empty(n_rep, np.int64)
     row[o] = np.arange(n_rep)  # dense replay id -> row of the replay table
-    m.replay, m.start, m.end, m.lane_id = row[replay], start, end, lane_id
-    m.lane = [f"channel {int(trace.channel[ev[j]])}" if lane is Lane.CHANNEL else f"stream {int(trace.stream[ev[j]])}"
-              for j in lfirst.tolist()]
+    m.replay, m.start, m.end, m.lane_id, m.ready = row[replay], start, end, lane_id, tm.ready
+    m.late = np.zeros(len(ev), np.int8)
+    m.late[inferred.b] = 1  # a wait behind unrelated work (WaitKind.BEHIND)
+    m.late[inferred.cannot_b] = 2  # cannot tell (WaitKind.CANNOT_TELL)
+    m.verdict = np.full(len(ev), -1, np.int8)
+    m.verdict[b] = kind
+    m.lane = ["channel 0" if one_channel else f"channel {int(trace.channel[ev[j]])}" if lane is Lane.CHANNEL
+              else f"stream {int(trace.stream[ev[j]])}" for j in lfirst.tolist()]
     res = DepsResult(lane, match, tolerance_us, sz.findings, stats, inferred.waits, sorted(prepared), notes,
                      non_graph_events=m.other, match_groups=serializations.group_summary(m), cost=dict(cost),
                      critical_path_us=tm.median_critical_us, critical_paths=tm.paths, events=m,
                      incomplete=incomplete, cannot_tell_reason=inferred.reason, source=trace.source,
-                     channels_in_profiler_trace=profiler and lane is Lane.CHANNEL)
+                     channels_in_profiler_trace=profiler and lane is Lane.CHANNEL and not one_channel,
+                     channels_from=f"CUDA_DEVICE_MAX_CONNECTIONS=1, {said_by}" if one_channel else
+                     ("the trace" if lane is Lane.CHANNEL else None))
     res.suggestions = advice.suggest(res, trace)
     return res
+
+
+def stated_connections(trace: Trace, given: int | None) -> tuple[int | None, str]:
+    """The CUDA_DEVICE_MAX_CONNECTIONS of the traced run, and who says so: given, or recorded in the
+    trace's cgtool block (`cgtool trace` writes it, with either collector). None: unknown."""
+    if given is not None:
+        return given, "given with --max-connections"
+    cg = trace.cgtool or {}
+    for v in (cg.get("CUDA_DEVICE_MAX_CONNECTIONS"), (cg.get("environment") or {}).get("CUDA_DEVICE_MAX_CONNECTIONS")
+              if isinstance(cg.get("environment"), dict) else None):
+        try:
+            if v is not None:
+                return int(v), "recorded in the trace"
+        except (TypeError, ValueError):
+            continue
+    return None, ""
 
 
 def _nodes(tools_ids: list[int]) -> str:

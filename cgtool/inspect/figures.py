@@ -37,6 +37,7 @@ class Figures:
     span_mean_us: float | None
     critical_path_us: float | None  # measured; median over replays
     lane: Lane
+    channels_from: str | None  # "the trace", or the setting of one connection that implies channel 0
     match: MatchKind
     certainty: dict[str, int]
     true: int
@@ -116,7 +117,7 @@ def figures(res: DepsResult, graph_id: int | None = None) -> Figures:
         span_median_us=_r(float(np.median(spans))) if n else None,
         span_mean_us=_r(float(spans.mean())) if n else None,
         critical_path_us=_r(float(np.median(crit))) if n else None,
-        lane=res.lane, match=res.match, certainty=certainty,
+        lane=res.lane, channels_from=res.channels_from, match=res.match, certainty=certainty,
         true=true, true_pairs=sum(1 for f in finds if f.kind is DepKind.TRUE),
         fake=fake if visible else None,
         fake_pairs=fake_pairs if visible else None,

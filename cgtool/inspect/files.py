@@ -19,10 +19,6 @@ from cgtool.inspect.inputs import (GraphItem, InputKind, Resolved, Selector, Tra
 from cgtool.inspect.results import DepsResult
 from cgtool.inspect.views import Analyses, GraphView
 
-if False:  # pragma: no cover - for readers: what topo returns (networkx is imported where used)
-    from cgtool.inspect import topo  # noqa: F401
-
-
 @dataclass
 class DepsRun:
     """A deps analysis with what it was computed from."""
@@ -54,7 +50,7 @@ def _given_graphs(paths: Sequence[Path], max_bytes: int | None) -> list[GraphDat
 
 def deps_runs(inp: Path | str, graph_paths: Sequence[Path] = (), *, selector: Selector = Selector(),
               tolerance_us: float = DEFAULT_TOLERANCE_US, max_bytes: int | None = DEFAULT_MAX_BYTES,
-              keep_doc: bool = False, keep_trace: bool = False) -> list[DepsRun]:
+              keep_doc: bool = False, keep_trace: bool = False, max_connections: int | None = None) -> list[DepsRun]:
     """Classify the serializations of every trace ``inp`` holds (one file, or a folder's per rank
     and process) against its graphs: the given exports, else the ones embedded or beside it.
     ``selector`` narrows the traces (rank, process) and the graphs analysed (exec graph id, ``#n``)."""
@@ -68,7 +64,7 @@ def deps_runs(inp: Path | str, graph_paths: Sequence[Path] = (), *, selector: Se
                          + ", ".join(f"{t.path} (rank {t.rank})" for t in res.traces) + ".")
     sel = Selector(selector.graph_id, res.number if res.number is not None else selector.number)
     out = []
-    analyses = Analyses(tolerance_us=tolerance_us, max_bytes=max_bytes)
+    analyses = Analyses(tolerance_us=tolerance_us, max_bytes=max_bytes, max_connections=max_connections)
     for ts in traces:
         if given:
             ts = TraceSource(ts.path, given, False, ts.rank, ts.process, ts._trace)

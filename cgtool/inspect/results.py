@@ -57,6 +57,10 @@ class EventMatch:
     end: np.ndarray = field(default_factory=lambda: np.zeros(0))
     lane: list[str] = field(default_factory=list)  # per distinct lane id: "channel N" or "stream N"
     lane_id: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # index into ``lane``
+    ready: np.ndarray = field(default_factory=lambda: np.zeros(0))  # µs: when the node became ready
+    late: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))  # streams: 0, or 1 + index of WaitKind
+    verdict: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))  # of the serialization ending at
+    # each event: -1 none, 0 true, 1 fake, 2 undecided (index into serializations.KINDS)
 
     def select(self, keep: np.ndarray) -> "EventMatch":
         """The events where ``keep`` is true (a boolean mask), the rest counted in ``other``."""
@@ -185,6 +189,7 @@ class DepsResult:
     cannot_tell_reason: str | None = None  # streams: why late starts on a full GPU are not judged
     source: str = ""  # the trace's path
     channels_in_profiler_trace: bool = False  # a profiler trace (not cgtool's) that carries channels
+    channels_from: str | None = None  # where the channels came from: the trace, or a setting of 1 connection
 
     @functools.cached_property
     def replays(self) -> list[ReplayStat]:

@@ -107,8 +107,9 @@ class Analyses:
     """The deps analysis of each trace, run once and shared by every graph of that trace."""
 
     def __init__(self, *, tolerance_us: float = DEFAULT_TOLERANCE_US, max_bytes: int | None = DEFAULT_MAX_BYTES,
-                 estimate: bool = True) -> None:
+                 estimate: bool = True, max_connections: int | None = None) -> None:
         self.tolerance_us, self.max_bytes, self.estimate = tolerance_us, max_bytes, estimate
+        self.max_connections = max_connections
         self._done: dict[int, DepsResult] = {}
 
     def of(self, ts: "TraceSource") -> DepsResult:
@@ -117,7 +118,7 @@ class Analyses:
         key = id(ts)
         if key not in self._done:
             self._done[key] = analyze(ts.load(self.max_bytes), ts.graphs, tolerance_us=self.tolerance_us,
-                                      estimate=self.estimate)
+                                      estimate=self.estimate, max_connections=self.max_connections)
         return self._done[key]
 
     def view(self, item: "GraphItem") -> GraphView:

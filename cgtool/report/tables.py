@@ -52,24 +52,50 @@ def _honest(tab: Table) -> None:
 OPTIONAL_COLUMNS = ("p99", "p90", "min", "IQR", "host µs")
 
 
-def show(con: Console, tab: Table) -> None:
-    """Print a table whose numbers and names are never truncated: it wraps what it can, drops
-    the optional columns when that does not fit, and switches to one block per row
-    (``column: value`` lines) when even that does not."""
+#: The narrowest a cut name column gets (``#n`` and the start of the name stay readable).
+CUT_MIN_WIDTH = 12
+
+
+def show(con: Console, tab: Table, *, cut: Sequence[str] = (), optional: Sequence[str] = ()) -> None:
+    """Print a table whose numbers are never truncated: it wraps what it can, drops the optional
+    columns (``optional``, then OPTIONAL_COLUMNS) when that does not fit, and switches to one block
+    per row (``column: value`` lines) when even that does not. Names are never cut either, except
+    in the columns named in ``cut``: kernel names led by their ``#n`` node id, which stay on one line
+    each, cut with "…" to the width there is (the whole names are in --json and the report)."""
     _honest(tab)
+    for col in tab.columns:
+        if _cell_text(col.header) in cut:
+            col.no_wrap, col.overflow = True, "ellipsis"
+            col.min_width = min(col.min_width or CUT_MIN_WIDTH, CUT_MIN_WIDTH, max(
+                (len(line) for c in col.cells for line in _cell_text(c).split("\n")), default=0))
     first = tab.columns[0] if tab.columns else None
-    if first is not None and (first.min_width or 0) > con.width // 3 and len(tab.columns) > 2:
+    if first is not None and _cell_text(first.header) not in cut and (first.min_width or 0) > con.width // 3 \
+            and len(tab.columns) > 2:
         first.no_wrap, first.min_width = False, None  # long names share the width with the others
+
+    cut_cols = [c for c in tab.columns if _cell_text(c.header) in cut]
+
+    def widen_cut() -> None:  # the cut columns share what the others leave
+        if not cut_cols:
+            return
+        rest = sum(max(c.min_width or 0, len(_cell_text(c.header))) if c.no_wrap else 8
+                   for c in tab.columns if c not in cut_cols)
+        room = (con.width - rest - 3 * len(tab.columns) - 1) // len(cut_cols)
+        for c in cut_cols:
+            longest = max((len(line) for x in c.cells for line in _cell_text(x).split("\n")), default=0)
+            c.max_width = max(c.min_width or 0, min(room, longest))
 
     def fits() -> bool:  # noqa: E306
         # Whole columns keep their width; the others fold (at any character) into at least 8.
-        need = sum((c.min_width or 0) if c.no_wrap else 8 for c in tab.columns) + 3 * len(tab.columns) + 1
+        widen_cut()
+        need = sum(max(c.min_width or 0, len(_cell_text(c.header)) if c in cut_cols or c.no_wrap and cut_cols else 0)
+                   if c.no_wrap else 8 for c in tab.columns) + 3 * len(tab.columns) + 1
         return need <= con.width
-    for name in OPTIONAL_COLUMNS:
+    for name in (*optional, *OPTIONAL_COLUMNS):
         if fits():
             break
         tab.columns[:] = [c for c in tab.columns if _cell_text(c.header) != name]
-    if not fits() and tab.columns:
+    if not fits() and tab.columns and _cell_text(tab.columns[0].header) not in cut:
         first = tab.columns[0]  # let the names wrap rather than lose the table
         first.no_wrap, first.min_width = False, None
     if fits():
@@ -221,7 +247,7 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
             if r.match is not MatchKind.EXACT:
                 row.append(x.certainty)
             tab.add_row(*row)
-        show(con, tab)
+        show(con, tab, cut=("before", "after"), optional=(r.lane.value,))
     if r.inferred_waits:
         tab = Table(title="waits behind unrelated work (inferred from timing; per occurrence)", title_justify="left")
         for col in ("waited", "behind", "count", "mean wait", "saving", "certainty"):
@@ -230,7 +256,7 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
             tab.add_row(Text(_at(w.after, w.after_name, src)), Text(_at(w.behind, w.behind_name, src)), str(w.count),
                         _fmt_us(w.wait_us / w.count if w.count else 0.0),
                         "-" if w.saving_us is None else _fmt_us(w.saving_us), w.certainty)
-        show(con, tab)
+        show(con, tab, cut=("waited", "behind"))
     lanes: dict[Any, list[int]] = {}
     for x in r.findings:
         key = x.channel if r.lane is Lane.CHANNEL else x.stream

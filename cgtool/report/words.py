@@ -38,7 +38,7 @@ def fake(f: Figures) -> str:
                  if f.fake_on_one_stream else "")
         return "not visible without hardware channels" + extra
     if not f.fake:
-        return "0 (the trace has hardware channels: none was serialized behind unrelated work)"
+        return "0 (no independent work was serialized on a hardware channel)"
     return (f"{f.fake} ({plural(f.fake_pairs or 0, 'distinct pair')}, {f.fake_per_replay:.1f} per replay); "
             f"ready work waited {us(f.fake_wait_us)} per replay behind them (a wait, not a loss)")
 
@@ -66,7 +66,11 @@ def saving(f: Figures) -> str:
 
 
 def lanes(f: Figures) -> str:
-    return "hardware channels" if f.lane is Lane.CHANNEL else "streams (no channel data in the trace)"
+    if f.lane is Lane.STREAM:
+        return "streams (no channel data in the trace)"
+    if f.channels_from and f.channels_from != "the trace":
+        return f"hardware channel 0 for every stream ({f.channels_from})"
+    return "hardware channels"
 
 
 def match(f: Figures) -> str:

@@ -34,6 +34,8 @@ def suggest(res: DepsResult, trace: Trace) -> list[str]:
                          f"{c['saving_us']:.1f} µs shorter ({100 * share:.1f}% of the {mean_span:.1f} µs mean span).")
     env = (trace.cgtool or {}).get("CUDA_DEVICE_MAX_CONNECTIONS")
     chans = {int(ch) for ch in np.unique(trace.channel) if ch >= 0}
+    if not chans and res.events is not None and res.lane is Lane.CHANNEL:  # one connection: channel 0
+        chans = {0}
     try:
         limit = int(env) if env is not None else None
     except (TypeError, ValueError):  # a trace's metadata is input: a word here is not a limit

@@ -40,7 +40,10 @@ class Serializations:
 
 
 def serializations(trace: Trace, prepared: dict[int, PreparedGraph], m: EventMatch, replay: np.ndarray,
-                   lane_id: np.ndarray, ready: np.ndarray, tolerance_us: float) -> Serializations:
+                   lane_id: np.ndarray, ready: np.ndarray, tolerance_us: float,
+                   channel_of: int | None = None) -> Serializations:
+    """``channel_of``: the channel of every event where the trace has none but it is known (one
+    connection: channel 0)."""
     ev = m.ev
     start, end = trace.start[ev], trace.end[ev]
     a_of = latest_before(start, end, replay * (int(lane_id.max()) + 1) + lane_id, tolerance_us)
@@ -70,7 +73,7 @@ def serializations(trace: Trace, prepared: dict[int, PreparedGraph], m: EventMat
         gid = int(m.graph[b[j]])
         pg = prepared[gid]
         na, nb = int(m.node[a[j]]), int(m.node[b[j]])
-        c = int(chan[b[j]])
+        c = int(chan[b[j]]) if channel_of is None else channel_of
         findings.append(Finding(
             gid, pg.g.nodes[na].tools_id, pg.g.nodes[nb].tools_id, KINDS[int(kind[j])],
             None if c < 0 else c, int(stream[b[j]]), int(counts[k]),

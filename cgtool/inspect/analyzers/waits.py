@@ -40,11 +40,14 @@ UNKNOWN_COVER_REASON = ("the export records no launch grid or SM count, so wheth
 
 #: What the detection is worth, from the table in docs/deps.md (same-run CUPTI traces with their
 #: channels and node ids removed, against their own exact answer). Shown beside every inference.
-DETECTION_QUALITY = ("inferred from timing; measured against the exact answer of the same runs (docs/deps.md, "
-                     "'How sure'), this finds part of the fake serializations, not all")
+DETECTION_QUALITY = ("inferred from timing: on same-run CUPTI truth (docs/deps.md, 'How sure') timing alone found "
+                     "0% of the time fake serializations waited at 1 and 2 connections and left 100% under "
+                     "'cannot tell'; at the default setting it reported up to 4.2 µs per replay that were not "
+                     "fake. Treat the waits as leads, not findings")
 #: Where the exact answer is.
-EXACT_ANSWER = ("`cgtool trace` the same workload (its traces carry hardware channels), or judge "
-                "CUDA_DEVICE_MAX_CONNECTIONS settings by measured span: `cgtool deps A --compare B`")
+EXACT_ANSWER = ("`cgtool trace` the same workload (its traces carry hardware channels); a trace of "
+                "CUDA_DEVICE_MAX_CONNECTIONS=1 (recorded, or --max-connections 1) is read exactly; or judge "
+                "the settings by measured span: `cgtool deps A --compare B`")
 
 
 @dataclass
