@@ -129,6 +129,8 @@ def _deps_json(runs: list[Any], compared: dict[str, Any] | None) -> dict[str, An
 
     def doc(run: Any) -> dict[str, Any]:
         d = deps_doc(run.result, run.overhead)
+        if len(runs) > 1:  # which file each is (one trace's document is the same whatever its path)
+            d["trace"] = str(run.path)
         d["graphs"] = {str(gid): run.result.figures(gid).to_json() for gid in run.result.graphs}
         return d
 
@@ -177,7 +179,7 @@ def _topo_json(views: list[Any]) -> dict[str, Any]:
     def one(v: Any) -> dict[str, Any]:
         d: dict[str, Any] = v.topology.to_json()
         if v.figures is not None:
-            d["measured"] = v.figures.to_json()
+            d["measured"] = {**v.figures.to_json(), "trace": v.trace_source}
         return d
 
     if len(views) == 1:

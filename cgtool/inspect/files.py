@@ -98,10 +98,11 @@ def _trace_label(ts: TraceSource) -> str:
 
 
 def deps_of_file(trace_path: Path, graph_paths: Sequence[Path] = (), *, tolerance_us: float = DEFAULT_TOLERANCE_US,
-                 max_bytes: int | None = DEFAULT_MAX_BYTES, keep_doc: bool = False) -> DepsRun:
+                 max_bytes: int | None = DEFAULT_MAX_BYTES, keep_doc: bool = False,
+                 max_connections: int | None = None) -> DepsRun:
     """Classify the serializations of one trace file against the given exports (or its embedded ones)."""
     (run,) = deps_runs(trace_path, graph_paths, tolerance_us=tolerance_us, max_bytes=max_bytes, keep_doc=keep_doc,
-                       keep_trace=True)
+                       keep_trace=True, max_connections=max_connections)
     return run
 
 
@@ -112,8 +113,6 @@ def graph_views(inp: Path | str, trace: Path | str | None = None, *, selector: S
     its trace: the one it holds, or ``trace`` given beside it (paired per rank)."""
     res = resolve(inp, max_bytes=max_bytes)
     tres = resolve(trace, max_bytes=max_bytes) if trace is not None else None
-    if res.kind is InputKind.PROFILER_TRACE and not res.graphs:
-        require(res, command, have_graph=False)
     require(res, command)
     items = [one_graph(res, selector, command)] if one else selected(res, selector)
     notes = list(res.notes)

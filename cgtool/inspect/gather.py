@@ -80,7 +80,8 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
     out.graphs.sort(key=lambda v: (-1 if v.rank is None else v.rank))
     if not out.graphs and not out.bench:
         kinds = ", ".join(f"{r.path} ({r.kind.value})" for r in resolved)
-        raise UsageError(f"Nothing to report: {kinds} hold no graph and no bench results"
+        raise UsageError(f"Nothing to report: {kinds} {'holds' if len(resolved) == 1 else 'hold'} no graph and no "
+                         "bench results"
                          + (f" ({'; '.join(out.notes)})" if out.notes else "") + ".")
     return out
 

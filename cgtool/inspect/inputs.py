@@ -45,24 +45,26 @@ class InputKind(str, Enum):
     BENCH = "bench results"  # `cgtool bench --json`
 
 
-#: What each command does with each kind: "yes"; "with --graph" / "with --trace" (the other half
-#: given beside it); "needs a trace" etc. (refused: the words say what is missing). docs/inputs.md
-#: holds the same table; tests/test_inputs.py checks that they agree.
+#: What each command does with each kind: "yes"; "if it holds a trace"; "as --graph" / "as --trace"
+#: (taken beside the input, not as it); "with its export" (given beside it); "no: ..." (refused: the
+#: words say what is missing). docs/inputs.md holds the same table; tests/test_inputs.py checks that
+#: they agree.
 ACCEPTS: dict[str, dict[InputKind, str]] = {
-    "topo": {InputKind.GRAPH: "yes", InputKind.CGTOOL_TRACE: "yes", InputKind.PROFILER_TRACE: "with --graph",
-             InputKind.BUNDLE: "yes", InputKind.RANKS: "yes", InputKind.RECORD: "yes", InputKind.FOLDER: "yes",
-             InputKind.BENCH: "no: holds no graph"},
-    "dot": {InputKind.GRAPH: "yes", InputKind.CGTOOL_TRACE: "yes", InputKind.PROFILER_TRACE: "with --graph",
-            InputKind.BUNDLE: "yes", InputKind.RANKS: "yes", InputKind.RECORD: "yes", InputKind.FOLDER: "yes",
-            InputKind.BENCH: "no: holds no graph"},
-    "deps": {InputKind.GRAPH: "with --trace", InputKind.CGTOOL_TRACE: "yes", InputKind.PROFILER_TRACE: "with --graph",
-             InputKind.BUNDLE: "with --trace", InputKind.RANKS: "if it holds traces",
+    "topo": {InputKind.GRAPH: "yes", InputKind.CGTOOL_TRACE: "yes", InputKind.PROFILER_TRACE: "as --trace",
+             InputKind.BUNDLE: "yes", InputKind.RANKS: "if it holds a graph", InputKind.RECORD: "if it holds a graph",
+             InputKind.FOLDER: "if it holds a graph", InputKind.BENCH: "no: holds no graph"},
+    "dot": {InputKind.GRAPH: "yes", InputKind.CGTOOL_TRACE: "yes", InputKind.PROFILER_TRACE: "as --trace",
+            InputKind.BUNDLE: "yes", InputKind.RANKS: "if it holds a graph", InputKind.RECORD: "if it holds a graph",
+            InputKind.FOLDER: "if it holds a graph", InputKind.BENCH: "no: holds no graph"},
+    "deps": {InputKind.GRAPH: "as --graph", InputKind.CGTOOL_TRACE: "yes", InputKind.PROFILER_TRACE: "with --graph",
+             InputKind.BUNDLE: "as --graph", InputKind.RANKS: "if it holds a trace",
              InputKind.RECORD: "if it holds a trace", InputKind.FOLDER: "if it holds a trace",
              InputKind.BENCH: "no: holds no trace"},
-    "diff": {InputKind.GRAPH: "yes", InputKind.CGTOOL_TRACE: "yes", InputKind.PROFILER_TRACE: "with --graph",
-             InputKind.BUNDLE: "yes", InputKind.RANKS: "yes", InputKind.RECORD: "yes", InputKind.FOLDER: "yes",
-             InputKind.BENCH: "no: holds no graph"},
-    "report": {k: "yes" for k in InputKind} | {InputKind.PROFILER_TRACE: "with its export"},
+    "diff": {InputKind.GRAPH: "yes", InputKind.CGTOOL_TRACE: "yes", InputKind.PROFILER_TRACE: "no: holds no graph",
+             InputKind.BUNDLE: "yes", InputKind.RANKS: "if it holds a graph", InputKind.RECORD: "if it holds a graph",
+             InputKind.FOLDER: "if it holds a graph", InputKind.BENCH: "no: holds no graph"},
+    "report": {**{k: "yes" for k in InputKind}, InputKind.PROFILER_TRACE: "with its export",
+               InputKind.RECORD: "if it holds a graph"},
 }
 
 #: Where each kind goes, for the refusal of a command that cannot use it.
@@ -307,8 +309,8 @@ def _scan_folder(folder: Path, max_bytes: int | None) -> list[tuple[Path, InputK
         named = RANK_IN_PATH.search(str(p.relative_to(folder)))
         try:
             fk = _file_kind(p, max_bytes, in_folder=True)
-            if fk.kind is None and named:
-                raise InvalidInputError(f"{p} is not a graph export, a trace or bench results cgtool can read.")
+            if fk.kind is None and named:  # the reader's own words: truncated, not JSON, not an artifact
+                _probe_bytes(p, read_bytes(p, max_bytes=max_bytes), in_folder=False)
         except InvalidInputError as e:
             if named:  # a rank's file that cannot be read: the run is incomplete, not one rank smaller
                 raise InvalidInputError(f"{e.message} (It is a per-rank file of {folder}: fix or remove it, "
@@ -540,32 +542,33 @@ def embedded_graphs(trace: Trace) -> list[GraphData]:
 
 
 # --------------------------------------------------------------------------- what a command needs
-def require(res: Resolved, command: str, *, have_graph: bool = False, have_trace: bool = False) -> None:
+def require(res: Resolved, command: str, *, have_graph: bool = False) -> None:
     """Refuse an input the command cannot use, naming what it is, what is missing and where it goes.
-    ``have_graph``/``have_trace``: the other half was given beside it (``--graph``/``--trace``)."""
+    ``have_graph``: graph exports were given beside it (``--graph``)."""
     word = ACCEPTS[command][res.kind]
     kind = res.kind.value
     if word.startswith("no"):
         where = WHERE_IT_GOES.get(res.kind, "")
+        if res.kind is InputKind.PROFILER_TRACE:
+            where = (f"a profiler trace goes to `cgtool deps {res.path} --graph GRAPH.json`, or beside its graph: "
+                     f"`cgtool topo GRAPH.json --trace {res.path}`")
         raise UsageError(f"{res.path} is {_a(kind)}: it {word[4:]}, which `cgtool {command}` needs."
                          + (f" {where[0].upper() + where[1:]}." if where else ""))
-    if word == "with --graph" and not have_graph:
-        hint = {"deps": f"cgtool deps {res.path} --graph GRAPH.json",
-                "report": f"cgtool report {res.path} GRAPH.json"}.get(
-            command, f"cgtool {command} GRAPH.json --trace {res.path}")
+    if (word == "with --graph" and not have_graph and not res.graphs) or word == "as --trace":
+        hint = {"deps": f"cgtool deps {res.path} --graph GRAPH.json", "report": f"cgtool report {res.path} GRAPH.json"}
         raise UsageError(f"{res.path} is a profiler trace without graph exports in it: `cgtool {command}` needs the "
-                         f"export of the replayed graph beside it: `{hint}` (or trace with `cgtool trace`, whose "
-                         "traces embed their graphs).")
-    if word == "with --trace" and not have_trace:
+                         f"export of the replayed graph beside it: `{hint.get(command, f'cgtool {command} GRAPH.json --trace {res.path}')}` "
+                         "(or trace with `cgtool trace`, whose traces embed their graphs).")
+    if word == "as --graph":
         graph = res.path if res.kind is InputKind.GRAPH else "GRAPH.json"
         raise UsageError(f"{res.path} is {_a(kind)}: it holds no trace, which `cgtool deps` needs to classify "
                          f"serializations. Pass a trace of this graph: a `cgtool trace` of the workload, or a "
                          f"torch.profiler trace with its export as --graph (`cgtool deps TRACE --graph {graph}`).")
-    if word.startswith("if it holds") and not res.traces and not have_trace:
+    if word == "if it holds a trace" and not res.traces:
         extra = (" Record with `--trace-replays K` to get one." if res.kind is InputKind.RECORD else "")
         raise UsageError(f"{res.path} is {_a(kind)} without a trace, which `cgtool {command}` needs to classify "
                          f"serializations.{extra}")
-    if command in ("topo", "dot", "diff") and not res.graphs and not have_graph:
+    if command in ("topo", "dot", "diff") and not res.graphs:
         raise UsageError(f"{res.path} is {_a(kind)} holding no graph, which `cgtool {command}` needs."
                          + (" " + res.notes[0] if res.notes else ""))
 

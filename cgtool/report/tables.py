@@ -236,7 +236,7 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
         tab = Table(title=title, title_justify="left")
         cols = ["before", "after", r.lane.value, "count", "gap", "waited", "saving"]
         if r.match is not MatchKind.EXACT:
-            cols.append("certainty")
+            cols.append("inferred")  # how sure: unique, invariant or undecided (certainty in --json)
         for col in cols:
             tab.add_column(col, justify="right" if col in ("count", "gap", "waited", "saving") else "left")
         for x in fakes:
@@ -245,7 +245,7 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
                                      lane, str(x.count), _fmt_us(x.gap_us), _fmt_us(x.wait_us / x.count if x.count else 0.0),
                                      "-" if x.saving_us is None else _fmt_us(x.saving_us)]
             if r.match is not MatchKind.EXACT:
-                row.append(x.certainty)
+                row.append(x.certainty.replace("inferred-", ""))
             tab.add_row(*row)
         show(con, tab, cut=("before", "after"), optional=(r.lane.value,))
     if r.inferred_waits:

@@ -27,7 +27,7 @@ def suggest(res: DepsResult, trace: Trace) -> list[str]:
         res.notes.append(
             f"Re-scheduled without the {basis}, the replays would be an estimated "
             f"{c.get('saving_us', 0.0):.1f} µs shorter ({100 * share:.1f}% of the {mean_span:.1f} µs mean span): "
-            f"the waits did not cost the replay much, and no change is suggested.{why}")
+            f"the waits did not make the replays much longer, and no change is suggested.{why}")
         return out
     if share is not None:
         res.notes.append(f"Re-scheduled without the {basis}, the replays would be an estimated "
