@@ -138,10 +138,13 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
     if estimate:
         cost = saving.estimate(prepared, m, start, end, replay, tm.span, a, b, kind, sz.pair, sz.findings,
                                inferred.waits, cover, (inferred.b, inferred.a, inferred.index), est, save, filled)
+    n_waited: np.ndarray
+    n_cannot: np.ndarray
+    cannot_us: np.ndarray
     if lane is Lane.STREAM:
         n_waited = np.bincount(replay[inferred.b], minlength=n_rep)
-        wait_us = np.bincount(replay[inferred.b], weights=(start - tm.ready)[inferred.b], minlength=n_rep)
-        n_cannot = np.bincount(replay[inferred.cannot_b], minlength=n_rep)
+        wait_us: np.ndarray = np.bincount(replay[inferred.b], weights=(start - tm.ready)[inferred.b], minlength=n_rep)
+        n_cannot = np.bincount(replay[inferred.cannot_b], minlength=n_rep).astype(np.float64)
         cannot_us = np.bincount(replay[inferred.cannot_b], weights=(start - tm.ready)[inferred.cannot_b],
                                 minlength=n_rep)
         cost["full_gpu_waits"] = int(len(inferred.cannot_b))  # late starts on a full GPU: cannot tell
@@ -151,13 +154,13 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
         n_waited = np.bincount(replay[fb][waitsmod.waited_with_room(fb, tm.ready, start, end, replay, cover,
                                                                      tolerance_us)], minlength=n_rep)
         wait_us = fake_wait
-        n_cannot = np.zeros(n_rep, np.int64)
+        n_cannot = np.zeros(n_rep)
         cannot_us = np.zeros(n_rep)
     stats = {
         "graph_id": m.graph[rfirst][o], "device": dev[rfirst][o], "correlation": corr[rfirst][o],
         "events": counts_ev[o], "span_us": np.round(tm.span[o], 3), "critical_path_us": np.round(tm.critical[o], 3),
         "true": n_true[o], "fake": n_fake[o], "fake_wait_us": np.round(fake_wait[o], 3), "undecided": n_und[o],
-        "waited": n_waited[o], "wait_us": np.round(wait_us[o], 3), "cannot_tell": n_cannot[o],
+        "waited": n_waited[o], "wait_us": np.round(wait_us[o], 3), "cannot_tell": n_cannot[o].astype(np.int64),
         "cannot_tell_us": np.round(cannot_us[o], 3),
         "estimated_span_us": np.round(est[o], 3), "saving_us": np.round(save[o], 3), "filled": filled[o],
     }

@@ -99,7 +99,7 @@ def figures(res: DepsResult, graph_id: int | None = None) -> Figures:
     fake_wait = sum(f.wait_us for f in finds if f.kind is DepKind.FAKE)
     visible = res.lane is Lane.CHANNEL
     stream = not visible
-    est, sav, filled = t["estimated_span_us"][sel], t["saving_us"][sel], t["filled"][sel]
+    sav, filled = t["saving_us"][sel], t["filled"][sel]
     done = ~np.isnan(sav)
     saving = share = None
     gpu_filled = None

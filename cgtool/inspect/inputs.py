@@ -599,13 +599,12 @@ def selected(res: Resolved, sel: Selector) -> list[GraphItem]:
 def attach_trace(items: Iterable[GraphItem], tres: Resolved) -> list[str]:
     """Give graphs a trace passed beside them (``--trace``): per rank where both are per rank.
     Returns notes on graphs the trace does not hold."""
-    notes = []
+    notes: list[str] = []
     by_rank: dict[int | None, TraceSource] = {}
-    for ts in tres.traces:
-        by_rank[ts.rank] = ts
+    for t in tres.traces:
+        by_rank[t.rank] = t
     for item in items:
-        ts = by_rank.get(item.rank) or (by_rank.get(None) if len(by_rank) == 1 else None) \
-            or (next(iter(by_rank.values())) if len(by_rank) == 1 else None)
+        ts = by_rank.get(item.rank) or (next(iter(by_rank.values())) if len(by_rank) == 1 else None)
         if ts is None:
             notes.append(f"{tres.path} holds no trace of rank {item.rank}: {item.label} is shown untimed.")
             continue

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Mapping, Sequence, TextIO
 
 from cgtool.artifacts.graph import GraphData, NodeType
-from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
 from cgtool.errors import UsageError
 from cgtool.artifacts.names import demangle, short_name
 from cgtool.inspect.topo import Topology
