@@ -201,6 +201,8 @@ def pooled(rows: list[Quality]) -> str:
     hit = sum(q.hit_us * q.replays for q in few)
     cannot = sum(q.cannot_tell_truth_us * q.replays for q in few)
     default = max((q.found_us for q in rows if q.connections == "default"), default=0.0)
+    if not t_all:
+        return "no fake serialization waited at 1 or 2 connections in these recordings: nothing to pool"
     return (f"inferred from timing: on same-run CUPTI truth (docs/deps.md, 'How sure') timing alone found "
             f"{100 * hit / t_all:.0f}% of the time fake serializations waited at 1 and 2 connections and left "
             f"{100 * cannot / t_all:.0f}% under 'cannot tell'; at the default setting it reported up to "

@@ -562,3 +562,26 @@ def test_fake_rows_keep_to_a_line_at_80_columns():
         assert len(starts) == 10 and all(len(ln) <= 80 for ln in table.split("\n"))
         # exact match: one line per row; inferred: the certainty may take a second line, no more
         assert len([ln for ln in lines if ln.startswith("│")]) <= 2 * len(starts)
+
+
+def test_a_recording_of_several_processes_reads_each(run_cli, tmp_path):
+    """The record reader's process level (inputs.record_processes): an index listing processes, each
+    with its own folder, gives every process's graphs, labelled and selectable with --process."""
+    import shutil
+
+    rec = tmp_path / "rec"
+    for pid in ("101", "202"):
+        shutil.copytree(DATA / "record_server", rec / f"proc_{pid}")
+    index = _load(DATA / "record_server" / "index.json.gz")
+    top = {**index, "graphs": [], "trace": None,
+           "processes": [{"pid": 101, "folder": "proc_101"}, {"pid": 202, "folder": "proc_202"}]}
+    (rec / "index.json").write_text(json.dumps(top))
+    n = len(index["graphs"])
+    rc, _, err = run_cli("topo", rec, "--json", tmp_path / "t.json")
+    assert rc == 0, err
+    graphs = json.loads((tmp_path / "t.json").read_text())["graphs"]
+    assert len(graphs) == 2 * n and sum(k.startswith("process 202: ") for k in graphs) == n
+    rc, out, err = run_cli("dot", f"{rec}#1", "--process", "202")
+    assert rc == 0 and "process 202: #1" in out, err
+    rc, _, err = run_cli("deps", rec, "--process", "101", "--json", tmp_path / "d.json")
+    assert rc == 0, err

@@ -88,7 +88,7 @@ def deps(
         wrote(annotate, "(open it in Perfetto)")
     from cgtool.report.summary_md import append_step_summary, deps_summary_md
 
-    append_step_summary(deps_summary_md({r.label: r.result for r in runs}))
+    append_step_summary(lambda: deps_summary_md({r.label: r.result for r in runs}))
     if fail_on_fake is not None:
         hidden = [r.label for r in runs if not r.result.fake_visible]
         if hidden:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from cgtool.artifacts.names import short_name
 from cgtool.inspect.results import DepsResult
@@ -78,9 +78,10 @@ def diff_summary_md(d: GraphDiff, a: Path, b: Path) -> str:
     return "\n".join(lines) + "\n" + report_link()
 
 
-def append_step_summary(text: str) -> None:
-    """Append ``text`` to the file ``GITHUB_STEP_SUMMARY`` names (nothing outside a CI job)."""
+def append_step_summary(text: str | Callable[[], str]) -> None:
+    """Append ``text`` (or what ``text()`` makes: built only when wanted) to the file
+    ``GITHUB_STEP_SUMMARY`` names (nothing outside a CI job)."""
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if path:
         with open(path, "a", encoding="utf-8") as f:
-            f.write(text)
+            f.write(text if isinstance(text, str) else text())
