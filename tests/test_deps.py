@@ -262,3 +262,16 @@ def test_two_process_decode_reports_bad_events_in_the_second_half(data_dir, tmp_
     monkeypatch.setenv("CGTOOL_TRACE_WORKERS", "2")
     with pytest.raises(InvalidInputError, match=rf"traceEvents\[{bad}\] .*lacks args.stream"):
         T.load_trace(p)
+
+
+def test_a_profiler_trace_with_channels_and_node_ids_is_read_with_them(data_dir, tmp_path):
+    """Newer Kineto writes "graph node id" and "channel": such a trace (no cgtool block here, the
+    export given beside it) is matched exactly, taken per channel, and the output says so."""
+    doc = _load_gz(data_dir / "forkjoin_trace_mc1" / "trace.json.gz")
+    graph = doc.pop("cgtool")["graphs"][0]
+    t = load_trace(_write(tmp_path, "kineto_new.json", doc))
+    r = analyze(t, [GraphData.from_json(graph)])
+    assert r.match == "exact" and r.lane == "channel" and r.fake_visible
+    assert any("profiler trace carries hardware channels and graph node ids" in n for n in r.notes)
+    got = Counter({(f.before, f.after, f.kind.value): f.count for f in r.findings})
+    assert got == expected_from_records(data_dir / "forkjoin_trace_mc1")

@@ -186,7 +186,9 @@ def _topo_json(views: list[Any]) -> dict[str, Any]:
         return one(views[0])
     if all(v.rank is not None for v in views) and len({v.rank for v in views}) == len(views):
         return {"ranks": {str(v.rank): one(v) for v in views}}
-    return {"graphs": {v.label: one(v) for v in views}}
+    labels = [v.label for v in views]
+    keys = [lab if labels.count(lab) == 1 else f"{lab} ({v.graph.source})" for lab, v in zip(labels, views)]
+    return {"graphs": {k: one(v) for k, v in zip(keys, views)}}
 
 
 def dot(

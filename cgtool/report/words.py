@@ -62,7 +62,7 @@ def saving(f: Figures) -> str:
     if f.saving_basis == "inferred waits":
         return (f"{us(f.saving_us)} per replay if the inferred waits were fake serializations{share}: "
                 "an estimate from timing, not a measurement")
-    return f"{us(f.saving_us)} per replay without the fake serializations{share} (estimated)"
+    return f"{us(f.saving_us)} per replay without the fake serializations, estimated{share}"
 
 
 def lanes(f: Figures) -> str:
