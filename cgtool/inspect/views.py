@@ -51,6 +51,7 @@ class GraphView:
     figures: Figures | None = None  # of this graph in this trace (not of the whole trace)
     lanes: dict[int, str] = field(default_factory=dict)  # node index -> the lane it ran on (median replay)
     fakes: list[tuple[int, int, int]] = field(default_factory=list)  # (node a, node b, count) fake pairs
+    fake_waits: list[float] = field(default_factory=list)  # µs B waited per occurrence, for each of ``fakes``
     waits: list[tuple[int, int, int, float]] = field(default_factory=list)  # (after, behind, count, µs each)
     process: str | None = None
 
@@ -95,12 +96,14 @@ def graph_view(label: str, g: GraphData, rank: int | None = None, trace: "Trace 
     for nd, ln in zip(replay.node.tolist(), lanes):
         node_lane.setdefault(int(nd), ln)
     tid = {nd.tools_id: nd.index for nd in g.nodes}
-    fakes = [(tid[f.before], tid[f.after], f.count) for f in res.findings
-             if f.kind is DepKind.FAKE and f.graph_id == gid and f.before in tid and f.after in tid]
+    mine_fakes = [f for f in res.findings
+                  if f.kind is DepKind.FAKE and f.graph_id == gid and f.before in tid and f.after in tid]
+    fakes = [(tid[f.before], tid[f.after], f.count) for f in mine_fakes]
+    fake_waits = [f.wait_us / f.count if f.count else 0.0 for f in mine_fakes]
     waits = [(tid[w.after], tid[w.behind], w.count, w.wait_us / w.count if w.count else 0.0)
              for w in res.inferred_waits if w.graph_id == gid and w.after in tid and w.behind in tid]
     return GraphView(label, g, topo.analyze(g, measured=measured), rank, res.source, durations, res, replay,
-                     res.figures(gid), node_lane, fakes, waits, process)
+                     res.figures(gid), node_lane, fakes, fake_waits, waits, process)
 
 
 class Analyses:

@@ -19,7 +19,7 @@ from cgtool import __version__
 from cgtool.artifacts.bench import WorkloadResult
 from cgtool.artifacts.names import demangle, short_name
 from cgtool.inspect.gather import BenchView, Gathered
-from cgtool.inspect.results import DepKind, Lane
+from cgtool.inspect.results import Lane
 from cgtool.inspect.views import GraphView
 from cgtool.report import words
 from cgtool.report.tables import nodes_text
@@ -55,7 +55,7 @@ def graph_data(v: GraphView, *, min_fold: int = MIN_FOLD, max_fold: int = MAX_FO
         src.append(source_detail(extra))
         srcl.append(source_label(extra))
     dur = [None if v.durations is None or i not in v.durations else _r(v.durations[i]) for i in range(n)]
-    fake = [[a, b, c, _r(w)] for (a, b, c), w in zip(v.fakes, _fake_waits(v))]
+    fake = [[a, b, c, _r(w)] for (a, b, c), w in zip(v.fakes, v.fake_waits)]
     waits = [[a, b, c, _r(w)] for a, b, c, w in v.waits]
     deps = {"lane": v.deps.lane.value} if v.deps is not None else None
     replay = None
@@ -75,20 +75,6 @@ def graph_data(v: GraphView, *, min_fold: int = MIN_FOLD, max_fold: int = MAX_FO
         "fake": fake, "waits": waits, "deps": deps, "replay": replay,
         "figures": v.figures.to_json() if v.figures is not None else None,
     }
-
-
-def _fake_waits(v: GraphView) -> list[float]:
-    """Mean wait per occurrence of each fake pair of ``v.fakes`` (same order)."""
-    if v.deps is None:
-        return [0.0] * len(v.fakes)
-    g = v.graph
-    tid = [nd.tools_id for nd in g.nodes]
-    by = {(f.before, f.after): f for f in v.deps.findings if f.kind is DepKind.FAKE and f.graph_id == g.exec_graph_id}
-    out = []
-    for a, b, _ in v.fakes:
-        f = by.get((tid[a], tid[b]))
-        out.append(f.wait_us / f.count if f is not None and f.count else 0.0)
-    return out
 
 
 def _esc(s: object) -> str:
