@@ -16,7 +16,7 @@ from cgtool.text import plural
 
 
 def report(
-    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", show_default=False, help="Capture bundles, graph exports, traces (cgtool's, or torch.profiler's beside the export), bench results, per-rank or `cgtool record` folders: files are told apart by content.")],
+    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", show_default=False, help="Graph exports, traces (cgtool's, or torch.profiler's beside the export), capture bundles, per-rank or `cgtool record` folders, folders of artifacts, bench results: told apart by content (docs/inputs.md).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write.")] = Path("report.html"),
     baseline: Annotated[Optional[Path], typer.Option(help="Bench results to judge the bench inputs against (plotted beside them).")] = None,
     title: Annotated[Optional[str], typer.Option(help="The page's title (default: cgtool report: the inputs' names).")] = None,
