@@ -570,11 +570,20 @@ def test_a_recording_of_several_processes_reads_each(run_cli, tmp_path):
     import shutil
 
     rec = tmp_path / "rec"
-    for pid in ("101", "202"):
-        shutil.copytree(DATA / "record_server", rec / f"proc_{pid}")
     index = _load(DATA / "record_server" / "index.json.gz")
-    top = {**index, "graphs": [], "trace": None,
-           "processes": [{"pid": 101, "folder": "proc_101"}, {"pid": 202, "folder": "proc_202"}]}
+    for pid in (101, 202):  # as `cgtool record` lays out a process tree: OUT/p<PID>/ with its own index
+        shutil.copytree(DATA / "record_server", rec / f"p{pid}")
+        (rec / f"p{pid}" / "index.json.gz").unlink()
+        (rec / f"p{pid}" / "index.json").write_text(json.dumps({**index, "pid": pid, "parent": 1}))
+    from cgtool.artifacts import recording
+
+    # the tree's schema where the reader knows trees (else the reader of one process's index, which
+    # hands the listed processes to inputs.record_processes)
+    top = {"cgtool_record": getattr(recording, "TREE_SCHEMA", 1), "graphs": [], "program": index.get("program"),
+           "exit_code": 0,
+           "processes": [{"pid": 101, "parent": 1, "followed": True, "folder": "p101"},
+                         {"pid": 202, "parent": 1, "followed": True, "folder": "p202"},
+                         {"pid": 303, "parent": 1, "followed": False, "reason": "not a Python process"}]}
     (rec / "index.json").write_text(json.dumps(top))
     n = len(index["graphs"])
     rc, _, err = run_cli("topo", rec, "--json", tmp_path / "t.json")

@@ -480,47 +480,49 @@ def _number(res: Resolved) -> None:
             item.number = k
 
 
-def record_processes(rec: Recording) -> list[tuple[str | None, Recording]]:
-    """The processes of one recording (one rank's, or the only one), each as a Recording of its own.
+def record_processes(recs: list[Recording]) -> list[tuple[str | None, Recording]]:
+    """Every recorded process of a recording, named: the one place that knows how a record folder
+    nests processes.
 
-    The one place that knows how a record folder nests processes: a recording of one process is
-    itself; one whose index lists ``processes`` (each with its own folder holding an index.json and
-    its graphs) expands into one per process, named by its pid or folder."""
-    procs = rec.index.get("processes")
-    if not isinstance(procs, list) or not procs:
-        return [(None, rec)]
+    ``recs`` is what ``artifacts.recording.load_recordings`` gives: one Recording per recorded
+    process (a process tree's ``p<PID>/`` folders), or per rank (``rank<R>/``), or the only one. An
+    index that lists ``processes`` itself (a tree read as one recording) is expanded here into its
+    processes' folders. A process is named by its pid where the recording holds several; a
+    recording of one process needs no name."""
     out: list[tuple[str | None, Recording]] = []
-    for p in procs:
-        if not isinstance(p, dict):
+    for rec in recs:
+        procs = rec.index.get("processes")
+        if not isinstance(procs, list) or not procs:
+            pid = rec.index.get("pid")
+            out.append((str(pid) if isinstance(pid, int) else None, rec))
             continue
-        sub = p.get("folder") or p.get("dir")
-        name = str(p.get("pid") or p.get("name") or sub)
-        if isinstance(sub, str) and ((rec.folder / sub / INDEX).exists() or (rec.folder / sub / (INDEX + ".gz")).exists()):
-            (inner,) = load_recordings(rec.folder / sub)
-            out.append((name, Recording(inner.folder, inner.index, rec.rank)))
-        elif isinstance(p.get("graphs"), list):
-            base = rec.folder / sub if isinstance(sub, str) else rec.folder
-            out.append((name, Recording(base, {**p, "cgtool_record": rec.index.get("cgtool_record", 1)}, rec.rank)))
-    return out or [(None, rec)]
+        for p in procs:
+            sub = p.get("folder") if isinstance(p, dict) else None
+            if not isinstance(sub, str) or not ((rec.folder / sub / INDEX).exists()
+                                                or (rec.folder / sub / (INDEX + ".gz")).exists()):
+                continue  # a process that was not followed: it has no recording
+            for inner in load_recordings(rec.folder / sub):
+                pid = p.get("pid", inner.index.get("pid"))
+                out.append((str(pid) if pid is not None else sub, Recording(inner.folder, inner.index, inner.rank)))
+    if len({name for name, _ in out}) <= 1:
+        return [(None, r) for _, r in out]  # one process (or processes told apart by rank alone)
+    return out
 
 
 def _read_record(folder: Path, res: Resolved, max_bytes: int | None) -> None:
-    """A `cgtool record` folder: per rank and process, its graph exports (numbered as the recording
-    numbers them) and its trace (which embeds the same graphs)."""
-    for rec in load_recordings(folder):
-        for process, prec in record_processes(rec):
-            prefix = (f"rank {rec.rank}: " if rec.rank is not None else "") + (f"process {process}: " if process else "")
-            t_path = trace_path(prec)
-            ts = None
-            if t_path is not None:
-                t = load_trace(t_path, max_bytes=max_bytes)
-                ts = TraceSource(t_path, embedded_graphs(t), True, rec.rank, process, t)
-                res.traces.append(ts)
-            for entry, p in zip(prec.graphs, graph_paths(prec)):
-                g = GraphData.load(p, max_bytes=max_bytes)
-                label = str(entry.get("label") or p.name) if isinstance(entry, dict) else p.name
-                num = _record_number(label, len(res.graphs))
-                res.graphs.append(GraphItem(prefix + label, g, num, rec.rank, process, path=p))
+    """A `cgtool record` folder: per process (and rank), its graph exports (numbered as the
+    recording numbers them) and its trace (which embeds the same graphs)."""
+    for process, rec in record_processes(load_recordings(folder)):
+        prefix = (f"rank {rec.rank}: " if rec.rank is not None else "") + (f"process {process}: " if process else "")
+        t_path = trace_path(rec)
+        if t_path is not None:
+            t = load_trace(t_path, max_bytes=max_bytes)
+            res.traces.append(TraceSource(t_path, embedded_graphs(t), True, rec.rank, process, t))
+        for entry, p in zip(rec.graphs, graph_paths(rec)):
+            g = GraphData.load(p, max_bytes=max_bytes)
+            label = str(entry.get("label") or p.name) if isinstance(entry, dict) else p.name
+            num = _record_number(label, len(res.graphs))
+            res.graphs.append(GraphItem(prefix + label, g, num, rec.rank, process, path=p))
     if not res.graphs:
         res.notes.append(f"{folder}: the program instantiated no CUDA graph.")
     _pair(res)
