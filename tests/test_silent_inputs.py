@@ -79,19 +79,25 @@ def test_a_gpu_event_without_ph_is_refused_by_the_two_process_reader(tmp_path, m
 
 
 def _with_other_phases(tmp_path: Path) -> tuple[Path, Path, int, int]:
-    """A trace where some GPU events are instants and begin/end marks, and the same trace without them."""
+    """A trace with instants and begin/end marks of GPU categories added beside its GPU work (copies
+    of some kernel events with another phase), and the same trace without them. The marks are added,
+    not made from the work: a replay that loses a kernel event is refused as incomplete."""
     doc = _trace()
     pos = _gpu_positions(doc)
-    marked = pos[3::9]
-    for k, i in enumerate(marked):
-        doc["traceEvents"][i]["ph"] = "iBE"[k % 3]
-    p = tmp_path / "phases.json"
-    p.write_text(json.dumps(doc))
+    events = doc["traceEvents"]
+    marks = []
+    for k, i in enumerate(pos[3::9]):
+        m = copy.deepcopy(events[i])
+        m["ph"] = "iBE"[k % 3]
+        marks.append((i, m))
     without = copy.deepcopy(doc)
-    without["traceEvents"] = [e for i, e in enumerate(doc["traceEvents"]) if i not in set(marked)]
     q = tmp_path / "without.json"
     q.write_text(json.dumps(without))
-    return p, q, len(marked), marked[0]
+    for shift, (i, m) in enumerate(marks):  # each mark right after the event it copies
+        events.insert(i + 1 + shift, m)
+    p = tmp_path / "phases.json"
+    p.write_text(json.dumps(doc))
+    return p, q, len(marks), marks[0][0] + 1
 
 
 @pytest.mark.parametrize("reader", READERS, ids=["scan", "msgspec", "python"])

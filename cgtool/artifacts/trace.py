@@ -314,6 +314,17 @@ def _load_whole(path: str | Path, src: str, max_bytes: int | None) -> Trace:
                 pass
 
 
+def load_trace_bytes(data: bytes | bytearray, source: str) -> Trace:
+    """A trace from bytes already read (a FIFO or a device, which can be read only once)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(bytearray(data), source)
+    finally:
+        if was:
+            gc.enable()
+
+
 def load_trace_and_doc(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> tuple[Trace, dict[str, Any]]:
     """The trace's columns and the whole document (for writing an annotated copy), from one read."""
     src = str(path)

@@ -16,7 +16,7 @@ from cgtool.text import plural
 
 
 def report(
-    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", show_default=False, help="Capture bundles, graph exports, traces (cgtool's, or torch.profiler's beside the export), bench results, per-rank or `cgtool record` folders: files are told apart by content.")],
+    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", show_default=False, help="Graph exports, traces (cgtool's, or torch.profiler's beside the export), capture bundles, per-rank or `cgtool record` folders, folders of artifacts, bench results: told apart by content (docs/inputs.md).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write (`-`: standard output).")] = Path("report.html"),
     baseline: Annotated[Optional[Path], typer.Option(help="Bench results to judge the bench inputs against (plotted beside them).")] = None,
     title: Annotated[Optional[str], typer.Option(help="The page's title (default: cgtool report: the inputs' names).")] = None,
@@ -32,7 +32,7 @@ def report(
     from cgtool.inspect.gather import gather
     from cgtool.report.html import render_html
     from cgtool.report.plots import have_matplotlib
-    from cgtool.report.summary_md import REPORT_URL_ENV, append_step_summary
+    from cgtool.report.summary_md import REPORT_URL_ENV, append_step_summary, report_summary_md
 
     if is_stdout(output) and open_:
         raise UsageError("--open needs the page in a file: give -o report.html, not -o -.")
@@ -52,8 +52,7 @@ def report(
     atomic_write_bytes(output, page.encode(), force=force)
     wrote(output, f"({plural(len(data.graphs), 'graph')}, {plural(len(data.bench), 'bench result')})")
     url = os.environ.get(REPORT_URL_ENV, "").strip() or ("" if is_stdout(output) else str(output))
-    append_step_summary(f"\n### cgtool report\n\n{f'[{url}]({url})' if url else 'the page (standard output)'}: "
-                        f"{len(data.graphs)} graph(s), {len(data.bench)} bench result(s)\n")
+    append_step_summary(report_summary_md(data, url))
     if open_:
         import webbrowser
 
