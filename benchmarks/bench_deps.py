@@ -10,6 +10,10 @@ with shifted times and new correlation ids:
 
 * ``cupti``: a `cgtool trace` (tests/data/forkjoin_trace_mc1, H200): node ids, channels, the graph
   embedded; compact JSON, one event per line-less record.
+* ``cupti-spaced``: the same events in the layout of the first recordings in tests/data (json.dumps'
+  default separators), and ``cupti-v0``: in the layout this script made before it was rewritten (git
+  be07a03: a launch without ``replay`` before each replay's kernels). Earlier cgtool trace layouts:
+  each must read as fast as the current one.
 * ``kineto``: a torch.profiler trace (tests/data/forkjoin_kineto_mc1, H100, torch 2.11): no node ids,
   no channels (events are matched to nodes by cgtool.inspect.match), the export passed with
   --graph; its runtime and flow events kept, one event per line as Kineto writes them.
@@ -25,7 +29,7 @@ then against the 10^6 measurement scaled linearly (marked ``~``).
 
 The profile: one in-process run per format at the largest size up to 10^6 (``--profile-size``),
 with a timer around each phase of the reader and the analysis (functions wrapped by name; a name
-the code under test lacks is skipped). Targets (issue 18, on an idle 2-core machine): end to end
+the code under test lacks is skipped). Targets (on an idle 2-core machine, every format): end to end
 <= 0.2x json.load with two processes and <= 0.33x in one; peak memory <= 1.5x the file.
 """
 
@@ -124,7 +128,56 @@ def make_kineto(path: Path, n_events: int) -> dict[str, Any]:
     return {"events": reps * len(gpu), "graph": str(case / "graph.json")}
 
 
-FORMATS = {"cupti": make_cupti, "kineto": make_kineto}
+def make_cupti_spaced(path: Path, n_events: int) -> dict[str, Any]:
+    """A cgtool trace in the layout of the first recordings (tests/data/*_trace*: written with
+    json.dumps' default separators, ", " and ": ", in every event)."""
+    src = _load_gz(DATA / "forkjoin_trace_mc1/trace.json.gz")
+    evs = src["traceEvents"]
+    first = [e for e in evs if e.get("cat") == "kernel" and e["args"]["replay"] == 0]
+    t0 = min(e["ts"] for e in first)
+    span = max(e["ts"] + e["dur"] for e in first) - t0 + 50.0
+    meta = [e for e in evs if e.get("ph") == "M"]
+    launch = next(e for e in evs if e.get("name") == "cudaGraphLaunch")
+    rows = [(launch["ts"], _template(dict(launch, args={"correlation": 0, "replay": 0}), (", ", ": ")))]
+    rows += [(e["ts"], _template(e, (", ", ": "))) for e in first]
+    reps = max(1, n_events // len(first))
+    with open(path, "w") as f:
+        f.write('{"schemaVersion": 1, "traceEvents": [')
+        f.write("".join(json.dumps(e) + ", " for e in meta))
+        for r in range(reps):
+            sh, corr = r * span, 1000 + r
+            f.write("".join(t % {"ts": ts + sh, "correlation": corr, "replay": r} + ", " for ts, t in rows))
+        f.write(json.dumps(launch) + "], ")
+        f.write('"cgtool": ' + json.dumps(src["cgtool"]) + "}")
+    return {"events": reps * len(first), "graph": None}
+
+
+def make_cupti_v0(path: Path, n_events: int) -> dict[str, Any]:
+    """A cgtool trace in the layout benchmarks/bench_deps.py made before it was rewritten (git
+    be07a03, ``make_trace``): each replay's launch (no ``replay`` arg) right before its kernels,
+    launches spaced, kernels compact, times rounded to the nanosecond."""
+    src = _load_gz(DATA / "forkjoin_trace_mc1/trace.json.gz")
+    gpu = [e for e in src["traceEvents"] if e.get("cat") == "kernel"]
+    first = [e for e in gpu if e["args"]["replay"] == 0]
+    span = max(e["ts"] + e["dur"] for e in first) - min(e["ts"] for e in first) + 50.0
+    meta = [e for e in src["traceEvents"] if e.get("ph") == "M"]
+    launch = next(e for e in src["traceEvents"] if e.get("name") == "cudaGraphLaunch")
+    reps = max(1, n_events // len(first))
+    with open(path, "w") as f:
+        f.write('{"schemaVersion": 1, "traceEvents": [')
+        f.write("".join(json.dumps(e) + "," for e in meta))
+        for r in range(reps):
+            corr = 1000 + r
+            f.write(json.dumps(dict(launch, ts=launch["ts"] + r * span, args={"correlation": corr})) + ",")
+            f.write("".join(json.dumps(dict(e, ts=round(e["ts"] + r * span, 3),
+                                            args=dict(e["args"], correlation=corr, replay=r)),
+                                       separators=(",", ":")) + "," for e in first))
+        f.write(json.dumps(launch) + "],")
+        f.write('"cgtool": ' + json.dumps(src["cgtool"]) + "}")
+    return {"events": reps * len(first), "graph": None}
+
+
+FORMATS = {"cupti": make_cupti, "cupti-spaced": make_cupti_spaced, "cupti-v0": make_cupti_v0, "kineto": make_kineto}
 
 # ----------------------------------------------------------------------------- measurement
 
@@ -145,7 +198,7 @@ except SystemExit as e:
     if e.code not in (0, None):
         raise
 """
-BARE = "import json; import cgtool.cli.main, cgtool.inspect.deps, cgtool.report.tables"
+BARE = "import json; import cgtool.cli.main, cgtool.inspect.deps, cgtool.inspect.files, cgtool.report.tables"
 
 
 def measure(body: str, args: list[str], workers: str = "", src: Path = ROOT,
@@ -190,24 +243,26 @@ PHASES = [
     ("per-event shape decode", "cgtool.artifacts.trace", "_shape_of", 1),
     ("chunk -> columns", "cgtool.artifacts.trace", "_columnize", 1),
     ("checks (_check_events)", "cgtool.artifacts.trace", "_check_events", 1),
-    ("graphs_from_trace", "cgtool.inspect.deps", "graphs_from_trace", 0),
+    ("graphs_from_trace", "cgtool.inspect.inputs", "embedded_graphs", 0),
     ("GraphData.load (--graph)", "cgtool.artifacts.graph", "GraphData.load", 0),
     ("analyze", "cgtool.inspect.deps", "analyze", 0),
-    ("_prepare (reachability)", "cgtool.inspect.deps", "_prepare", 1),
-    ("_exact_match", "cgtool.inspect.deps", "_exact_match", 1),
-    ("_inferred_match (cgtool.inspect.match)", "cgtool.inspect.deps", "_inferred_match", 1),
+    ("prepare_graphs (reachability)", "cgtool.inspect.analyzers.matching", "prepare_graphs", 1),
+    ("exact_match", "cgtool.inspect.analyzers.matching", "exact_match", 1),
+    ("drop_incomplete", "cgtool.inspect.analyzers.matching", "drop_incomplete", 1),
+    ("inferred_match (cgtool.inspect.match)", "cgtool.inspect.analyzers.matching", "inferred_match", 1),
     ("match: _event_keys", "cgtool.inspect.match", "_event_keys", 2),
     ("match: _search", "cgtool.inspect.match", "_search", 2),
-    ("_dense (replay, lane ids)", "cgtool.inspect.deps", "_dense", 1),
-    ("_replay_matrix + _readiness", "cgtool.inspect.deps", "_readiness", 1),
-    ("measured_critical_path", "cgtool.inspect.deps", "measured_critical_path", 1),
-    ("_latest_before (serializations)", "cgtool.inspect.deps", "_latest_before", 1),
-    ("_certainty", "cgtool.inspect.deps", "_certainty", 1),
-    ("_coverage", "cgtool.inspect.deps", "_coverage", 1),
-    ("_inferred_waits", "cgtool.inspect.deps", "_inferred_waits", 1),
-    ("_estimate (re-scheduling)", "cgtool.inspect.deps", "_estimate", 1),
-    ("_waited", "cgtool.inspect.deps", "_waited", 1),
-    ("_suggest", "cgtool.inspect.deps", "_suggest", 1),
+    ("dense (replay, lane ids)", "cgtool.inspect.analyzers._arrays", "dense", 1),
+    ("replay_timing (readiness, critical path)", "cgtool.inspect.analyzers.timing", "replay_timing", 1),
+    ("measured_critical_path", "cgtool.inspect.analyzers.timing", "measured_critical_path", 2),
+    ("serializations", "cgtool.inspect.analyzers.serializations", "serializations", 1),
+    ("latest_before", "cgtool.inspect.analyzers._arrays", "latest_before", 2),
+    ("certainty", "cgtool.inspect.analyzers.serializations", "certainty", 2),
+    ("coverage", "cgtool.inspect.analyzers.waits", "coverage", 1),
+    ("inferred_waits", "cgtool.inspect.analyzers.waits", "inferred_waits", 1),
+    ("estimate (re-scheduling)", "cgtool.inspect.analyzers.saving", "estimate", 1),
+    ("waited_with_room", "cgtool.inspect.analyzers.waits", "waited_with_room", 1),
+    ("suggest", "cgtool.inspect.analyzers.advice", "suggest", 1),
     ("deps_report (render)", "cgtool.report.tables", "deps_report", 0),
 ]
 
@@ -251,7 +306,9 @@ for label, mod, attr, _ in phases:
         setattr(obj, name, classmethod(timed(label, f.__func__)))
     else:
         setattr(obj, name, timed(label, f))
-        for other in ("cgtool.inspect.files", "cgtool.inspect.deps", "cgtool.cli.analysis"):
+        for other in ("cgtool.inspect.files", "cgtool.inspect.deps", "cgtool.cli.analysis", "cgtool.inspect.inputs",
+                      "cgtool.inspect.analyzers.matching", "cgtool.inspect.analyzers.timing",
+                      "cgtool.inspect.analyzers.serializations", "cgtool.inspect.analyzers.waits"):
             om = importlib.import_module(other)
             if getattr(om, name, None) is f:
                 setattr(om, name, getattr(obj, name))
@@ -262,7 +319,8 @@ from cgtool.report import tables
 from rich.console import Console
 t0 = time.perf_counter()
 tr = T.load_trace(sys.argv[1])
-gs = [GraphData.load(sys.argv[2])] if sys.argv[2] else D.graphs_from_trace(tr)
+from cgtool.inspect import inputs as I
+gs = [GraphData.load(sys.argv[2])] if sys.argv[2] else I.embedded_graphs(tr)
 r = D.analyze(tr, gs)
 tables.deps_report(Console(file=io.StringIO(), width=120), r)
 acc["total"] = time.perf_counter() - t0
@@ -376,7 +434,7 @@ def check(ref: str, synthetic: list[dict[str, Any]]) -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="1e5,1e6", help="event counts, comma-separated (1e7 streams a ~3.5 GB file)")
-    ap.add_argument("--formats", default="cupti,kineto")
+    ap.add_argument("--formats", default="cupti,cupti-spaced,cupti-v0,kineto", help=f"of {', '.join(FORMATS)}")
     ap.add_argument("--scan-off", action="store_true",
                     help="each round also runs deps in one process with CGTOOL_TRACE_SCAN=0 (msgspec decodes)")
     ap.add_argument("--rounds", type=int, default=3, help="paired rounds (json.load, 1 process, 2 processes)")

@@ -6,8 +6,9 @@ For a 1-node graph and a GPU-bound graph (>= 100 µs per replay), in one run, al
 bare = one event pair around N back-to-back calls of the replay bench times (torch's own
 ``CUDAGraph.replay`` under the engine's ``Graph``: ``cgtool.capture.bench.torch_replay``); harness =
 cgtool's block timing (``time_blocks``) of the same calls. Prints both per-replay medians and their
-ratio (targets: <= 1 % for >= 100 µs graphs, <= 5 % for the 1-node graph), the per-replay-events
-mode (it inflates small graphs, which is why it is opt-in), and the engine's ``Graph.replay`` timed
+ratio (targets: <= 1 % for >= 100 µs graphs, <= 5 % for the 1-node graph), the per-replay mode
+(each replay alone behind a GPU busy-wait: its GPU time, without the overlap of back-to-back
+replays, which is why it is opt-in), and the engine's ``Graph.replay`` timed
 the same way (its Python work per call is why bench times torch's replay underneath).
 """
 

@@ -1,24 +1,31 @@
 """`cgtool bench` against a plain ``torch.cuda.graph`` loop, in fresh processes. GPU machine:
 
-    PYTHONPATH=. python3 benchmarks/bench_vs_plain.py [--rounds 3] [--blocks 20] [--per 1000]
-                                                      [--recaptures 5] [--json OUT]
+    PYTHONPATH=. python3 benchmarks/bench_vs_plain.py [--rounds 2] [--blocks 10] [--per N]
+                        [--recaptures 3] [--workloads chain,...] [--budget S] [--json OUT] [--dry-run]
 
-Workloads: the 400-kernel chain (sample_workloads/chain.py), one kernel
-(benchmarks/workloads/one_kernel.py), the transformer block and the GPT-2 decode step (random
-weights from ``GPT2Config()``, nothing downloaded). Each round runs, per workload, two FRESH
+Workloads, in this order: the 400-kernel chain (sample_workloads/chain.py), the GPT-2 decode
+step (random weights from ``GPT2Config()``, nothing downloaded), the transformer block and one
+kernel (benchmarks/workloads/one_kernel.py). Each round runs, per workload, two FRESH
 processes, their order alternating from round to round:
 
 * plain: what an engineer writes: set the step up, warm it up 3 times on a side stream, capture it
   with ``torch.cuda.graph``, 50 untimed replays, then ``--blocks`` blocks of ``--per`` back-to-back
   ``replay()`` calls between CUDA events (consecutive blocks share an event);
-* cgtool: ``python -m cgtool bench TARGET --runs 1 --no-eager --warmup 50 --replays BLOCKS*PER
-  --blocks BLOCKS --json ...``.
+* cgtool: the process ``cgtool bench TARGET --runs 1 --no-eager --warmup 50 --replays BLOCKS*PER
+  --blocks BLOCKS --recaptures K`` starts for its run (``python -m cgtool.capture.bench``, sent
+  the same ``BenchSpec``; the ``cgtool`` command around it only starts it and prints its table).
 
-Printed: each round's medians (µs per replay, median of the blocks) and the ratio cgtool / plain,
-then per workload the median ratio over the rounds (target: within 1 %). Then, with
-``--recaptures K`` (0: skip), one ``cgtool bench --runs 1 --recaptures K`` per workload (blocks of
-``--per``/5 replays): each capture's median, the between-capture spread ((max - min) / median of
-the captures' medians) and the between-replay spread (a capture's IQR / median).
+The ratio is cgtool's FIRST capture (its median over the blocks) over the plain loop's median:
+the first capture is timed before any recapture is made, so it is the figure ``--recaptures 1``
+reports. The later captures give, per process, the between-capture spread ((max - min) / median
+of the captures' medians) beside the between-replay spread (a capture's IQR / median, the median
+over captures).
+
+``--per`` (replays per block) defaults per workload to about 40 ms of replays per block (chain
+100, GPT-2 decode 50, transformer block 200, one kernel 5000). ``--budget`` stops starting pairs
+that would end later (a pair's time is taken from the same workload's earlier pair, or guessed);
+every pair is printed and written to ``--json`` as it finishes, so a run cut short keeps what it
+measured.
 """
 
 from __future__ import annotations
@@ -29,25 +36,29 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+#: name -> (workload file, replays per block by default)
+#: In the order run (a --budget that runs out skips the last ones of the last round first).
 WORKLOADS = {
-    "chain": "sample_workloads/chain.py",
-    "one_kernel": "benchmarks/workloads/one_kernel.py",
-    "transformer_block": "sample_workloads/transformer_block.py",
-    "gpt2_decode": "sample_workloads/gpt2_decode.py",
+    "chain": ("sample_workloads/chain.py", 100),
+    "gpt2_decode": ("sample_workloads/gpt2_decode.py", 50),
+    "transformer_block": ("sample_workloads/transformer_block.py", 200),
+    "one_kernel": ("benchmarks/workloads/one_kernel.py", 5000),
 }
 WARMUP = 50
+#: Seconds a pair of processes is assumed to take before one of the workload has run.
+GUESS_PAIR_S = {"gpt2_decode": 26.0}
+GUESS_PAIR_S_DEFAULT = 14.0
 
 
 def plain(target: str, blocks: int, per: int) -> dict[str, Any]:
     """The plain loop, in this (fresh) process."""
     import torch
 
-    sys.path.insert(0, ROOT)
     from cgtool.capture.entrypoint import call_setup, parse_target, resolve
 
     t = parse_target(os.path.join(ROOT, target))
@@ -73,16 +84,20 @@ def plain(target: str, blocks: int, per: int) -> dict[str, Any]:
     torch.cuda.synchronize()
     samples = [a.elapsed_time(b) * 1000 / per for a, b in zip(evs, evs[1:])]
     del out
-    return {"median_us": statistics.median(samples), "samples_us": samples}
+    return {"median_us": statistics.median(samples), "samples_us": samples,
+            "device": torch.cuda.get_device_name(), "torch": torch.__version__}
 
 
 def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
+def _plain_cmd(target: str, blocks: int, per: int) -> list[str]:
+    return [sys.executable, __file__, "--plain", target, "--blocks", str(blocks), "--per", str(per)]
+
+
 def run_plain(target: str, blocks: int, per: int) -> dict[str, Any] | str:
-    q = subprocess.run([sys.executable, __file__, "--plain", target, "--blocks", str(blocks), "--per", str(per)],
-                       capture_output=True, text=True, env=_env(), cwd=ROOT)
+    q = subprocess.run(_plain_cmd(target, blocks, per), capture_output=True, text=True, env=_env(), cwd=ROOT)
     line = next((ln for ln in q.stdout.splitlines() if ln.startswith("PLAIN ")), None)
     if line is None:
         return f"exit {q.returncode}: {(q.stderr.strip().splitlines() or ['?'])[-1][:300]}"
@@ -90,63 +105,46 @@ def run_plain(target: str, blocks: int, per: int) -> dict[str, Any] | str:
     return out
 
 
-def run_cgtool(target: str, blocks: int, per: int, recaptures: int = 1) -> dict[str, Any] | str:
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "b.json")
-        q = subprocess.run([sys.executable, "-m", "cgtool", "bench", os.path.join(ROOT, target), "--runs", "1",
-                            "--no-eager", "--warmup", str(WARMUP), "--replays", str(blocks * per), "--blocks",
-                            str(blocks), "--recaptures", str(recaptures), "--json", out],
-                           capture_output=True, text=True, env=_env(), cwd=ROOT)
-        if q.returncode != 0 or not os.path.exists(out):
-            return f"exit {q.returncode}: {(q.stderr.strip().splitlines() or ['?'])[-1][:300]}"
-        with open(out) as f:
-            w = next(iter(json.load(f)["workloads"].values()))
-    return {"median_us": statistics.median(w["gpu_us"]), "samples_us": w["gpu_us"],
-            "capture_medians_us": w.get("capture_medians_us", [])}
+def _spec(blocks: int, per: int, recaptures: int) -> Any:
+    from cgtool.artifacts.bench import BenchSpec
+
+    return BenchSpec(replays=blocks * per, blocks=blocks, warmup=WARMUP, recaptures=recaptures, eager=False)
+
+
+def run_cgtool(target: str, blocks: int, per: int, recaptures: int) -> dict[str, Any] | str:
+    """The process ``cgtool bench`` starts for one run of ``target``, with the same spec."""
+    from cgtool.capture.child import run_child
+
+    w = run_child("cgtool.capture.bench", {"target": os.path.join(ROOT, target), "args": [],
+                                           "spec": _spec(blocks, per, recaptures).to_json()}, env=_env())
+    if w.get("error"):
+        return f"exit {w.get('exit_code')}: {str(w['error'])[:300]}"
+    xs = [float(x) for x in w["gpu_us"]]
+    caps = [float(x) for x in w.get("capture_medians_us") or [statistics.median(xs)]]
+    k = len(xs) // len(caps)
+    return {"median_us": caps[0], "samples_us": xs, "capture_medians_us": caps,
+            "replay_spread": statistics.median([_iqr_rel(xs[i * k:(i + 1) * k]) for i in range(len(caps))]),
+            "capture_spread": (max(caps) - min(caps)) / statistics.median(caps)}
 
 
 def _iqr_rel(xs: list[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
     q = statistics.quantiles(xs, n=4, method="inclusive")
     return (q[2] - q[0]) / statistics.median(xs)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--plain", help=argparse.SUPPRESS)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--blocks", type=int, default=20)
-    p.add_argument("--per", type=int, default=1000, help="replays per block")
-    p.add_argument("--recaptures", type=int, default=5, help="captures per workload for the spread (0: skip)")
-    p.add_argument("--workloads", default=",".join(WORKLOADS))
-    p.add_argument("--json", help="write every measurement here")
-    a = p.parse_args()
-    if a.plain:
-        print("PLAIN " + json.dumps(plain(a.plain, a.blocks, a.per)), flush=True)
+def _write(path: str | None, doc: dict[str, Any]) -> None:
+    if not path:
         return
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f)
+    os.replace(tmp, path)
 
-    import torch
 
-    names = [w for w in a.workloads.split(",") if w]
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {a.rounds} rounds, {a.blocks} blocks of "
-          f"{a.per} replays, each arm a fresh process, order alternating", flush=True)
-    res: dict[str, dict[str, list[Any]]] = {n: {"plain": [], "cgtool": []} for n in names}
-    t0 = time.time()
-    for r in range(a.rounds):
-        for n in names:
-            arms = ("plain", "cgtool") if r % 2 == 0 else ("cgtool", "plain")
-            got = {}
-            for arm in arms:
-                f = run_plain if arm == "plain" else run_cgtool
-                got[arm] = f(WORKLOADS[n], a.blocks, a.per)
-                res[n][arm].append(got[arm])
-            pl, cg = got["plain"], got["cgtool"]
-            if isinstance(pl, str) or isinstance(cg, str):
-                print(f"  round {r + 1} {n:18s} FAILED: plain {pl if isinstance(pl, str) else 'ok'}; "
-                      f"cgtool {cg if isinstance(cg, str) else 'ok'}", flush=True)
-                continue
-            print(f"  round {r + 1} {n:18s} plain {pl['median_us']:9.2f} µs  cgtool {cg['median_us']:9.2f} µs  "
-                  f"ratio {cg['median_us'] / pl['median_us']:.4f}  ({time.time() - t0:.0f} s)", flush=True)
-    print(f"\n{'workload':18s} {'plain µs (rounds)':>28s} {'cgtool µs (rounds)':>28s} {'ratio':>7s}  within 1 %")
+def _summary(names: list[str], res: dict[str, dict[str, list[Any]]], recaptures: int) -> dict[str, float]:
+    print(f"\n{'workload':18s} {'plain µs (rounds)':>22s} {'cgtool µs (rounds)':>22s} {'ratio':>7s}  within 1 %")
     summary = {}
     for n in names:
         pairs = [(pl, cg) for pl, cg in zip(res[n]["plain"], res[n]["cgtool"])
@@ -158,30 +156,94 @@ def main() -> None:
         summary[n] = ratio
         pls = " ".join(f"{pl['median_us']:.1f}" for pl, _ in pairs)
         cgs = " ".join(f"{cg['median_us']:.1f}" for _, cg in pairs)
-        print(f"{n:18s} {pls:>28s} {cgs:>28s} {ratio:7.4f}  {'yes' if abs(ratio - 1) <= 0.01 else 'NO'}")
-
-    spread: dict[str, Any] = {}
-    if a.recaptures > 0:
-        per = max(1, a.per // 5)
-        print(f"\ncgtool bench --recaptures {a.recaptures} (one process, {a.blocks} blocks of {per} replays per capture)")
-        print(f"{'workload':18s} {'capture medians µs':>48s} {'capture spread':>14s} {'replay spread':>13s}")
+        print(f"{n:18s} {pls:>22s} {cgs:>22s} {ratio:7.4f}  {'yes' if abs(ratio - 1) <= 0.01 else 'NO'}")
+    if recaptures > 1:
+        print(f"\ncgtool --recaptures {recaptures}, per process (round): the captures' medians; between-capture "
+              "spread; between-replay spread")
         for n in names:
-            r2 = run_cgtool(WORKLOADS[n], a.blocks, per, a.recaptures)
-            spread[n] = r2
-            if isinstance(r2, str):
-                print(f"{n:18s} FAILED: {r2}")
+            for r, cg in enumerate(res[n]["cgtool"]):
+                if isinstance(cg, str):
+                    continue
+                print(f"{n:18s} round {r + 1}  {' '.join(f'{m:.1f}' for m in cg['capture_medians_us']):>30s}  "
+                      f"captures {100 * cg['capture_spread']:6.2f} %  replays {100 * cg['replay_spread']:6.2f} %")
+    return summary
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--plain", help=argparse.SUPPRESS)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--blocks", type=int, default=10)
+    p.add_argument("--per", type=int, default=0, help="replays per block (0: each workload's default)")
+    p.add_argument("--recaptures", type=int, default=3, help="captures per cgtool process (1: no spread)")
+    p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"of: {', '.join(WORKLOADS)}")
+    p.add_argument("--budget", type=float, default=0.0, help="seconds: start no pair that would end later (0: none)")
+    p.add_argument("--dry-run", action="store_true", help="print what it would run, run nothing")
+    p.add_argument("--json", help="write every measurement here (rewritten after every pair)")
+    a = p.parse_args()
+    if a.plain:
+        print("PLAIN " + json.dumps(plain(a.plain, a.blocks, a.per)), flush=True)
+        return
+    names = [w for w in a.workloads.split(",") if w]
+    bad = [w for w in names if w not in WORKLOADS]
+    if bad or a.rounds < 1 or a.blocks < 1 or a.per < 0 or a.recaptures < 1:
+        p.error(f"unknown workload(s) {', '.join(bad)} (known: {', '.join(WORKLOADS)})" if bad else
+                "--rounds, --blocks and --recaptures must be at least 1, --per at least 0")
+    per = {n: a.per or WORKLOADS[n][1] for n in names}
+
+    print(f"{a.rounds} round(s); {a.blocks} blocks per timing ("
+          + ", ".join(f"{n} {per[n]}" for n in names) + " replays per block); each arm a fresh process, order "
+          f"alternating; cgtool with --recaptures {a.recaptures}" + (f"; budget {a.budget:.0f} s" if a.budget else ""),
+          flush=True)
+    if a.dry_run:
+        for n in names:
+            print(f"  {n}: plain: {' '.join(_plain_cmd(WORKLOADS[n][0], a.blocks, per[n])[1:])}")
+            print(f"  {n}: cgtool: python -m cgtool.capture.bench with spec "
+                  f"{json.dumps(_spec(a.blocks, per[n], a.recaptures).to_json())}")
+        return
+    res: dict[str, dict[str, list[Any]]] = {n: {"plain": [], "cgtool": []} for n in names}
+    doc: dict[str, Any] = {"rounds": a.rounds, "blocks": a.blocks, "per": per, "recaptures": a.recaptures,
+                           "results": res}
+    took: dict[str, float] = {}
+    t0, skipped, failed = time.time(), [], 0
+    for r in range(a.rounds):
+        for n in names:
+            guess = took.get(n, GUESS_PAIR_S.get(n, GUESS_PAIR_S_DEFAULT))
+            if a.budget and time.time() - t0 + guess > a.budget:
+                skipped.append(f"{n} (round {r + 1})")
                 continue
-            cm, xs = r2["capture_medians_us"], r2["samples_us"]
-            k = len(xs) // max(1, len(cm))
-            reps = statistics.median([_iqr_rel(xs[i * k:(i + 1) * k]) for i in range(len(cm))])
-            cs = (max(cm) - min(cm)) / statistics.median(cm)
-            print(f"{n:18s} {' '.join(f'{m:.1f}' for m in cm):>48s} {100 * cs:13.2f}% {100 * reps:12.2f}%")
+            ts = time.time()
+            arms = ("plain", "cgtool") if r % 2 == 0 else ("cgtool", "plain")
+            got: dict[str, Any] = {}
+            for arm in arms:
+                target = WORKLOADS[n][0]
+                got[arm] = (run_plain(target, a.blocks, per[n]) if arm == "plain"
+                            else run_cgtool(target, a.blocks, per[n], a.recaptures))
+            took[n] = time.time() - ts
+            pl, cg = got["plain"], got["cgtool"]
+            res[n]["plain"].append(pl)
+            res[n]["cgtool"].append(cg)
+            if isinstance(pl, dict):
+                doc.setdefault("device", pl.get("device"))
+                doc.setdefault("torch", pl.get("torch"))
+            _write(a.json, doc)
+            if isinstance(pl, str) or isinstance(cg, str):
+                print(f"  round {r + 1} {n:18s} FAILED: plain {pl if isinstance(pl, str) else 'ok'}; "
+                      f"cgtool {cg if isinstance(cg, str) else 'ok'}", flush=True)
+                failed += 1
+                continue
+            print(f"  round {r + 1} {n:18s} plain {pl['median_us']:9.2f} µs  cgtool {cg['median_us']:9.2f} µs  "
+                  f"ratio {cg['median_us'] / pl['median_us']:.4f}  captures {cg['capture_spread'] * 100:.2f} %  "
+                  f"({took[n]:.0f} s, {time.time() - t0:.0f} s in all)", flush=True)
+    if skipped:
+        print(f"  budget of {a.budget:.0f} s reached: not run: {', '.join(skipped)}")
+    print(f"\n{doc.get('device')}, torch {doc.get('torch')}")
+    doc["median_ratio"] = _summary(names, res, a.recaptures)
+    _write(a.json, doc)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rounds": a.rounds,
-                       "blocks": a.blocks, "per": a.per, "ratio": res, "median_ratio": summary,
-                       "recaptures": a.recaptures, "spread": spread}, f)
         print(f"\nwrote {a.json}")
+    if failed:
+        sys.exit(f"{failed} pair(s) of processes failed (above)")
 
 
 if __name__ == "__main__":

@@ -12,13 +12,17 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Exit codes shared by every command."""
+    """Exit codes shared by every command (``cgtool.cli._guard`` is the one place that exits)."""
 
     OK = 0  # success
     CHECK_FAILED = 1  # a check failed: regression, fake dependencies over the limit, diff found
     USAGE = 2  # bad arguments, missing file or function, existing output without --force
     CAPTURE_FAILED = 3  # the workload could not be captured / replayed, or the capture extra is missing
     INVALID_INPUT = 4  # an input file is malformed, truncated, or inconsistent
+    INTERNAL = 70  # a bug in cgtool (BSD's EX_SOFTWARE); CGTOOL_DEBUG=1 shows the traceback
+    INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as a shell reports a program the signal stopped
+    PIPE_CLOSED = 141  # the reader of cgtool's output went away (`| head`): 128 + SIGPIPE (13)
+    TERMINATED = 143  # SIGTERM (`kill`, `timeout`, a CI runner cancelling the job): 128 + 15
 
 
 class CgtoolError(Exception):
@@ -93,6 +97,17 @@ class GraphCaptureError(CaptureError, RuntimeError):
 
 class GraphTypeError(UsageError, TypeError):
     """A CUDAGraph argument of a type PyTorch refuses with TypeError (exit code 2)."""
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived. Raised in the main thread by the CLI's handler, as Python raises
+    KeyboardInterrupt for SIGINT, so that ``finally`` blocks run (temporary files are removed, children
+    are stopped) before cgtool exits 143. A BaseException, like KeyboardInterrupt: ``except Exception``
+    does not swallow it."""
+
+    def __init__(self, signum: int = 15) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 class InputWarning(UserWarning):

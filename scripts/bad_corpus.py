@@ -1,4 +1,4 @@
-"""The hostile-input corpus of issue 19: inputs derived from the real recordings in tests/data.
+"""The hostile-input corpus: inputs derived from the real recordings in tests/data.
 
     python3 scripts/bad_corpus.py tests/data/bad          # the small, standing cases (checked in)
     python3 scripts/bad_corpus.py DIR --big               # also the big ones (bombs, nesting, wide)
@@ -261,6 +261,54 @@ def small(c: Corpus) -> None:
     c.add("graph_empty.json", "truncated", "graph", "refuse", "an empty file", b"")
     c.add("bench_truncated.json", "truncated", "bench", "refuse", "a bench file cut short",
           BENCH.read_bytes()[:100])
+    # ---- phases of GPU events: none is refused, others are counted in a warning
+    c.trace("trace_no_ph.json.gz", "phases", "refuse", "a kernel event without \"ph\"",
+            lambda t: _gpu(t)[6].pop("ph"))
+    c.trace("trace_empty_ph.json.gz", "phases", "refuse", "a kernel event with \"ph\": \"\"",
+            lambda t: _gpu(t)[6].update(ph=""))
+    c.trace("trace_instant_ph.json.gz", "phases", "refuse", "kernel events of phases i, B, E (not GPU work)",
+            lambda t: [e.update(ph=p) for e, p in zip(_gpu(t)[3::7], "iBEiBE")])
+    # ---- a node of another instantiation, and values a table would leave out
+    c.graph("graph_node_other_exec.json", "graph_ids", "refuse", "a node whose graph_id is not exec_graph_id",
+            lambda g: g["nodes"][4].update(graph_id=g["exec_graph_id"] + 1,
+                                           tools_id=(g["exec_graph_id"] + 1) << 32 | g["nodes"][4]["node_id"]))
+    c.graph("graph_all_other_exec.json", "graph_ids", "refuse", "every node's graph_id differs from exec_graph_id",
+            lambda g: g.update(exec_graph_id=g["exec_graph_id"] + 1))
+    c.graph("graph_timing_word.json", "meta_values", "refuse", "cgtool.timings.capture_s is a word",
+            lambda g: g["cgtool"]["timings"].update(capture_s="fast"))
+    c.graph("graph_timing_spaced_key.json", "meta_values", "refuse", "a timing under a key with spaces is a word",
+            lambda g: g["cgtool"]["timings"].update({"instantiate s": "1 ms"}))
+    c.graph("graph_check_diff_word.json", "meta_values", "refuse", "cgtool.check.max_abs_diff is a string",
+            lambda g: g["cgtool"].update(check={"ok": True, "max_abs_diff": "0.5", "worst_output": "out"}))
+    c.graph("graph_check_ok_word.json", "meta_values", "refuse", "cgtool.check.ok is a word",
+            lambda g: g["cgtool"].update(check={"ok": "yes", "max_abs_diff": 0.0, "worst_output": "out"}))
+    # ---- a field name with spaces, a byte order mark, a 401-digit number
+    c.trace("trace_node_id_word.json.gz", "field_names", "refuse", "args[\"graph node id\"] is a word",
+            lambda t: _gpu(t)[4]["args"].update({"graph node id": "seven"}))
+    c.trace("trace_node_id_list.json.gz", "field_names", "refuse", "args[\"graph node id\"] is a list",
+            lambda t: _gpu(t)[4]["args"].update({"graph node id": [1, 2]}))
+    bom = b"\xef\xbb\xbf"
+    c.add("graph_bom.json", "bom", "graph", "accept", "a graph export with a UTF-8 byte order mark",
+          bom + GRAPH.read_bytes())
+    c.add("trace_bom.json.gz", "bom", "trace", "accept", "a trace with a UTF-8 byte order mark (gzipped)",
+          gzip.compress(bom + gzip.decompress(TRACE.read_bytes()), mtime=0))
+    c.add("bench_bom.json", "bom", "bench", "accept", "bench results with a UTF-8 byte order mark",
+          bom + BENCH.read_bytes())
+    c.bench("bench_sample_10p400.json", "big_numbers", "refuse", "a sample of 10^400 µs",
+            lambda b: _first_ws(b)["gpu_us"].__setitem__(0, 10**400))
+    c.graph("graph_tools_id_10p400.json", "big_numbers", "refuse", "a tools_id of 10^400",
+            lambda g: g["nodes"][0].update(tools_id=10**400))
+    c.graph("graph_timing_10p400.json", "big_numbers", "refuse", "a capture time of 10^400 s",
+            lambda g: g["cgtool"]["timings"].update(capture_s=10**400))
+    c.trace("trace_stream_10p400.json.gz", "big_numbers", "refuse", "args.stream 10^400",
+            lambda t: _gpu(t)[3]["args"].update(stream=10**400))
+    # ---- every control character in names (shown as \xNN, each the same way)
+    for tag, ch in (("bel", "\x07"), ("bs", "\x08"), ("vt", "\x0b"), ("ff", "\x0c"), ("cr", "\r"), ("del", "\x7f"),
+                    ("c1", "\x9b")):
+        c.graph(f"graph_name_{tag}.json", "controls", "accept", f"kernels named with {ch!r}",
+                lambda g, n=f"ker{ch}nel": [nd.update(kernel_name=n) for nd in g["nodes"][:3]])
+        c.trace(f"trace_name_{tag}.json.gz", "controls", "accept", f"kernel events named with {ch!r}",
+                lambda t, n=f"ker{ch}nel": _rename(t, n))
     # ---- damaged rank folders
     for tag, damage in (("truncated", lambda b: b[: len(b) // 3]), ("junk", lambda b: b"\x00junk" * 20)):
         for kind, src, pat in (("trace-ranks", RANKS_TRACE, "trace.rank1.json.gz"),

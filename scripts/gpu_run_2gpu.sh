@@ -3,6 +3,7 @@
 # NVLink multicast stays off (it can take a shared host's GPUs out of service).
 set -u
 OUTDIR=${1:-/tmp/mgpu}
+mkdir -p "$OUTDIR/traces"  # cgtool creates no folder for an output file
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:$PWD

@@ -7,10 +7,13 @@ every analysis command, and count what the contract forbids.
 commit: ``git worktree add /tmp/base 5c256ea && python3 scripts/hostile_corpus.py --repo /tmp/base``.
 Each command runs in a fresh process with a 30 s limit and is killed past 2 GiB of memory.
 
-Counts per class: internal errors (exit 70 or any code outside 0/1/2/4, or a traceback), runs over
-30 s or 2 GiB, silent acceptances (a case that must be refused or warned about exits 0 with no
-warning), valid inputs refused, inputs overwritten (content changed or a special file replaced),
-raw control characters on stdout/stderr, and DOT outputs that Graphviz rejects.
+Counts per class: internal errors (exit 70 or any code outside 0/1/2/4 — or, for a run stopped
+by a signal, other than 130 for SIGINT and 143 for SIGTERM — or a traceback), runs over 30 s or
+2 GiB, silent acceptances (a case that must be refused or warned about exits 0 with no warning),
+valid inputs refused, inputs overwritten (content changed, a special file replaced, or a path
+created that must not be: a missing output folder, a dangling link's target), raw control
+characters on stdout/stderr (any C0 but tab and newline, DEL, C1), numbers printed with 100 digits
+or more, and DOT outputs that Graphviz rejects.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -37,6 +41,11 @@ import bad_corpus as bc  # noqa: E402
 
 LIMIT_S = 30.0
 LIMIT_RSS = 2 << 30
+KEYS = ["runs", "internal", "over", "silent", "refused_valid", "overwritten", "raw_ctrl", "long_number", "bad_dot"]
+#: A control character that reached the terminal: C0 but tab and newline, DEL, C1 (in UTF-8).
+RAW_CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
+#: A number printed whole that no reader wants: 100 digits or more.
+LONG_NUMBER = re.compile(rb"\d{100,}")
 
 
 def _rss(pid: int) -> int:
@@ -51,7 +60,8 @@ def _rss(pid: int) -> int:
 
 
 def run(repo: Path, args: list[str], cwd: Path, *, as_limit: int | None = None,
-        feed: tuple[Path, bytes] | None = None) -> dict[str, Any]:
+        feed: tuple[Path, bytes] | None = None, send: tuple[float, int] | None = None) -> dict[str, Any]:
+    """One run of `python -m cgtool ARGS`; ``send`` = (seconds, signal): sent to the process then."""
     env = {**os.environ, "PYTHONPATH": str(repo), "COLUMNS": "120", "PYTHONHASHSEED": "0"}
     env.pop("GITHUB_STEP_SUMMARY", None)
 
@@ -89,6 +99,9 @@ def run(repo: Path, args: list[str], cwd: Path, *, as_limit: int | None = None,
     killed = ""
     peak = 0
     while p.poll() is None:
+        if send is not None and time.monotonic() - t0 > send[0]:
+            os.kill(p.pid, send[1])
+            send = None
         peak = max(peak, _rss(p.pid))
         if peak > LIMIT_RSS:
             killed = "memory"
@@ -160,6 +173,8 @@ def special_cases(corpus: Path, ref: dict[str, Path]) -> list[dict[str, Any]]:
     cg = corpus / "copy_graph.json"
     ct = corpus / "copy_trace.json.gz"
     cb = corpus / "copy_bench.json"
+    typo = corpus / "typo_dir"
+    dangling = corpus / "dangling.json"
     outs = [
         (["topo", str(cg), "--json", str(cg), "--force"], [cg]),
         (["dot", str(cg), "-o", str(cg), "--force"], [cg]),
@@ -169,14 +184,35 @@ def special_cases(corpus: Path, ref: dict[str, Path]) -> list[dict[str, Any]]:
         (["bench", "--compare", str(cb), b, "--json", str(cb), "--force"], [cb]),
         (["topo", g, "--json", str(corpus / "copy_graph.json" / "x.json")], [cg]),
         (["topo", g, "--json", "/proc/cgtool-no-such-dir/x.json"], []),
+        (["topo", g, "--json", str(typo / "x.json")], []),
+        (["dot", g, "-o", str(typo / "sub" / "g.dot")], []),
+        (["deps", t, "--json", str(dangling)], []),
         (["dot", g, "-o", str(corpus / "r.dot"), "--render", "svg"], [corpus / "r.svg"]),
     ]
     for args, guard in outs:
         cases.append({"class": "outputs", "expect": "refuse", "why": "output " + " ".join(args[-3:]), "args": args,
-                      "guard": guard, "must_not_exist": [corpus / "r.dot"] if "--render" in args else []})
+                      "guard": guard, "must_not_exist": ([corpus / "r.dot"] if "--render" in args else [])
+                      + [typo, corpus / "nowhere"]})
     cases.append({"class": "outputs", "expect": "accept", "why": "--json /dev/null --force (written through)",
                   "args": ["topo", g, "--json", "/dev/null", "--force"], "guard": [Path("/dev/null")]})
+    cases.append({"class": "outputs", "expect": "accept", "why": "report -o - (the page on standard output)",
+                  "args": ["report", g, "-o", "-"], "guard": []})
+    # Ctrl-C and SIGTERM while blocked: a FIFO input without a writer, a FIFO output without a reader
+    lone_in, lone_out = corpus / "lone_in.fifo", corpus / "lone_out.fifo"
+    for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        for args, what in ((["deps", str(lone_in)], "an input FIFO without a writer"),
+                           (["topo", g, "--json", str(lone_out), "--force"], "an output FIFO without a reader")):
+            cases.append({"class": "signals", "expect": f"exit {code}", "why": f"{sig.name} on {what}", "args": args,
+                          "send": (2.0, sig), "guard": []})
     return cases
+
+
+def big_special_cases(corpus: Path) -> list[dict[str, Any]]:
+    """A gzip bomb with the cap raised past memory: the memory bound stops it (under `ulimit -v`
+    3 GiB, so that the bound is below the runner's 2 GiB RSS limit)."""
+    return [{"class": "bombs_raised", "expect": "refuse", "why": f"{name} with --max-bytes 20000000000",
+             "args": [cmd, str(corpus / name), "--max-bytes", "20000000000"], "as_limit": 3 << 30, "guard": []}
+            for name, cmd in (("bomb_spaces.json.gz", "topo"), ("bomb_zeros.json.gz", "deps"))]
 
 
 def main() -> None:
@@ -201,6 +237,9 @@ def main() -> None:
     shutil.copy(bc.BENCH, corpus / "copy_bench.json")
     (corpus / "r.svg").write_text("<svg/>")
     os.mkfifo(corpus / "in.fifo")
+    os.mkfifo(corpus / "lone_in.fifo")
+    os.mkfifo(corpus / "lone_out.fifo")
+    (corpus / "dangling.json").symlink_to(corpus / "nowhere" / "x.json")
     work = tmp / "work"
     work.mkdir()
     only = set(filter(None, a.only.split(",")))
@@ -211,6 +250,8 @@ def main() -> None:
             jobs.append({"class": case["class"], "expect": case["expect"], "why": case["why"], "args": args,
                          "guard": [x]})
     jobs += special_cases(corpus, ref)
+    if not a.no_big:
+        jobs += big_special_cases(corpus)
     good = [["topo", str(bc.GRAPH)], ["dot", str(bc.GRAPH)], ["diff", str(bc.GRAPH), str(ref_graph)],
             ["deps", str(bc.TRACE)], ["deps", str(bc.KINETO), "--graph", str(bc.KINETO_GRAPH)],
             ["topo", str(bc.RANKS_GRAPH)], ["deps", str(bc.RANKS_TRACE)], ["bench", "--compare", str(bc.BENCH), str(bc.BENCH)]]
@@ -225,16 +266,16 @@ def main() -> None:
     for j in jobs:
         guard = [*j.get("guard", []), ref["graph"], bc.GRAPH, bc.TRACE, bc.BENCH]
         before = digest(guard)
-        r = run(repo, j["args"], work, as_limit=j.get("as_limit"), feed=j.get("feed"))
+        r = run(repo, j["args"], work, as_limit=j.get("as_limit"), feed=j.get("feed"), send=j.get("send"))
         after = digest(guard)
         err = r["stderr"].decode(errors="replace")
-        row = rows.setdefault(j["class"], {k: 0 for k in ("runs", "internal", "over", "silent", "refused_valid",
-                                                          "overwritten", "raw_ctrl", "bad_dot")})
+        row = rows.setdefault(j["class"], {k: 0 for k in KEYS})
         row["runs"] += 1
         bad: list[str] = []
+        codes = (int(j["expect"].split()[1]),) if j["expect"].startswith("exit ") else (0, 1, 2, 4)
         if r["killed"]:
             bad.append("over")
-        elif r["rc"] not in (0, 1, 2, 4) or "Traceback" in err or "internal error" in err:
+        elif r["rc"] not in codes or "Traceback" in err or "internal error" in err:
             bad.append("internal")
         elif j["expect"] == "refuse" and r["rc"] == 0 and "warning" not in err.lower():
             bad.append("silent")
@@ -243,10 +284,14 @@ def main() -> None:
         if before != after or any(p.exists() for p in j.get("must_not_exist", [])):
             bad.append("overwritten")
         for p in j.get("must_not_exist", []):
-            if p.exists():
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
                 p.unlink()
-        if any(ch in r["stdout"] + r["stderr"] for ch in (b"\x1b", b"\x00", b"\x07")):
+        if RAW_CONTROL.search(r["stdout"] + r["stderr"]):
             bad.append("raw_ctrl")
+        if LONG_NUMBER.search(r["stdout"] + r["stderr"]):
+            bad.append("long_number")
         if j["args"][0] == "dot" and r["rc"] == 0 and "-o" not in j["args"] and shutil.which("nop"):
             # graphviz's nop parses the DOT without a layout (a NUL or a string over 16 kB fails it)
             chk = subprocess.run(["nop"], input=r["stdout"], capture_output=True, timeout=120)
@@ -265,7 +310,7 @@ def main() -> None:
         if (corpus / "copy_graph.json").is_dir():
             shutil.rmtree(corpus / "copy_graph.json")
             shutil.copy(bc.GRAPH, corpus / "copy_graph.json")
-    keys = ["runs", "internal", "over", "silent", "refused_valid", "overwritten", "raw_ctrl", "bad_dot"]
+    keys = KEYS
     print(f"repo {repo} ({_rev(repo)}), {len(jobs)} runs in {time.monotonic() - t_start:.0f} s")
     print(f"{'class':<16}" + "".join(f"{k:>14}" for k in keys))
     tot = {k: 0 for k in keys}

@@ -4,8 +4,8 @@ cost estimate. Run on the GPU machine from the repository root:
 
     PYTHONPATH=. python3 scripts/record_kineto.py OUTDIR [--tar FILE]
 
-For every workload W (forkjoin, transformer_block, moe_layer) and setting S (1, 2, default) it
-writes OUTDIR/<W>_kineto_mc<S>/ with
+For every workload W (forkjoin, transformer_block, moe_layer; forkjoin_small, moe_small and
+forkjoin_tiny with RECORD_WORKLOADS) and setting S (1, 2, default) it writes OUTDIR/<W>_kineto_mc<S>/ with
 
 * ``trace.json.gz``: torch.profiler's chrome trace of REPLAYS replays (no graph node ids, no
   channels on torch <= 2.12), and ``graph.json``: the export of the replayed graph;
@@ -38,10 +38,15 @@ WORKLOADS = {
     # Small kernels that leave the GPU room: here the channel's order, not the GPU, limits the replay.
     "forkjoin_small": ("sample_workloads/forkjoin.py", ["--size", "256", "--depth", "4"]),
     "moe_small": ("sample_workloads/moe_layer.py", ["--capacity", "64", "--dim", "256", "--hidden", "512"]),
+    # Many small kernels on eight streams (16 GEMMs of 64x64 per branch): a launch-bound replay whose
+    # kernels leave most of the GPU free, so a shared channel's order shows in the timing.
+    "forkjoin_tiny": ("sample_workloads/forkjoin.py", ["--size", "64", "--depth", "16"]),
 }
 #: What a plain run records; RECORD_WORKLOADS / RECORD_SETTINGS (comma lists) choose others.
 DEFAULT_WORKLOADS = ("forkjoin", "transformer", "moe")
 SETTINGS = {"1": "1", "2": "2", "def": None}
+#: RECORD_REPEATS=K: K more `cgtool trace` runs of each workload at the default setting, each in a fresh
+#: process, into <W>_kineto_mcdef_rep<k>/ (the run-to-run spread of the default, for docs/deps.md).
 JOB_TIMEOUT_S = 120
 
 
@@ -126,9 +131,11 @@ def main() -> None:
     tags_wanted = os.environ.get("RECORD_SETTINGS", ",".join(SETTINGS)).split(",")
     jobs = [(name, tag, what) for tags in (("1", "def"), ("2",)) for name in names for tag in tags
             if tag in tags_wanted for what in ("kineto", "cupti")]
+    repeats = int(os.environ.get("RECORD_REPEATS", "0") or 0)
+    jobs += [(name, f"def_rep{k}", "cupti") for k in range(1, repeats + 1) for name in names]
     for name, tag, what in jobs:
         w, a = WORKLOADS[name]
-        mc = SETTINGS[tag]
+        mc = SETTINGS[tag.split("_")[0]]
         left = budget - (time.time() - t_start)
         if left < 20:
             print(f"  [skip {what} {name} mc{tag}: out of time]", flush=True)

@@ -160,6 +160,10 @@ class FakeClock:
     def synchronize(self):
         self.syncs += 1
 
+    def hold(self, us):
+        self.gpu_ms += us / 1000  # a busy GPU, no host time
+        self.log.append(("hold", us, 0.0))
+
     def host_ns(self):
         return self.now_ns
 
@@ -188,16 +192,45 @@ def test_time_blocks_is_the_mean_of_each_block_and_runs_every_replay():
     assert got == pytest.approx(want, rel=1e-9)
 
 
-def test_per_replay_and_cold_cache_give_one_sample_per_replay_without_the_flush():
+def test_per_replay_and_cold_cache_give_one_sample_per_replay_without_the_flush_or_the_hold():
     clock = FakeClock(2)
     fn, flush = clock.work("r", 10.0), clock.work("flush", 500.0)
     got = capture_bench.time_blocks(fn, 30, 5, flush=flush, clock=clock)
     labels = [lab for lab, _, _ in clock.log]
-    assert labels == ["flush", "r"] * 30  # the flush before every replay
+    assert labels == ["flush", "hold", "r"] * 30  # the flush, then the GPU held, before every replay
     assert got == pytest.approx([g for lab, g, _ in clock.log if lab == "r"], rel=1e-9)
+    assert clock.syncs == 30  # the GPU drains after every sample: each hold starts on an idle GPU
     clock2 = FakeClock(3)
     got2 = capture_bench.time_blocks(clock2.work("r", 10.0), 12, 4, per_replay=True, clock=clock2)
-    assert got2 == pytest.approx([g for _, g, _ in clock2.log], rel=1e-9)
+    assert [lab for lab, _, _ in clock2.log] == ["hold", "r"] * 12
+    assert got2 == pytest.approx([g for lab, g, _ in clock2.log if lab == "r"], rel=1e-9)
+
+
+def test_each_per_replay_hold_outlasts_the_host_time_of_the_call_before():
+    """The GPU is held longer than the host took to submit the previous call (the fake's drawn host
+    times): a sample then starts with its call already queued."""
+    clock = FakeClock(8)
+    capture_bench.time_blocks(clock.work("r", 3.0), 40, 4, per_replay=True, clock=clock)
+    holds = [us for lab, us, _ in clock.log if lab == "hold"]
+    hosts = [h for lab, _, h in clock.log if lab == "r"]
+    assert len(holds) == len(hosts) == 40
+    assert holds[0] >= 100.0  # nothing known of the first call: a long hold
+    assert all(hold > 2 * h for hold, h in zip(holds[1:], hosts))
+    assert all(hold < 2 * h + 100.0 for hold, h in zip(holds[1:], hosts))  # and not much longer
+
+
+def test_the_eager_step_is_timed_per_replay_without_the_hold():
+    """Its launches are what a graph saves: its samples keep them (no GPU hold ahead of them)."""
+    clock = FakeClock(9)
+    first = FakeCapture(clock, "c1", 10.0)
+    spec = BenchSpec(replays=20, blocks=4, warmup=2, per_replay=True, eager=True)
+    t = capture_bench.measure(first, spec, replay_of=lambda c: c.replay, recapture=None, check=lambda c: None,
+                              clock=clock)
+    labels = [lab for lab, _, _ in clock.log]
+    last_hold = max(i for i, lab in enumerate(labels) if lab == "hold")
+    assert labels[last_hold + 1:] == ["c1"] * (1 + 20) + ["eager"] * (2 + 4)  # last replay, host cost; eager
+    assert labels[:2 + 2 * 20] == ["c1", "c1"] + ["hold", "c1"] * 20  # warm-up, then each replay held
+    assert t.eager == pytest.approx([g for lab, g, _ in clock.log if lab == "eager"][2:], rel=1e-9)
 
 
 def test_host_cost_is_each_calls_host_time_with_the_gpu_drained_between_chunks():

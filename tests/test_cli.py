@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import sys
 
 import pytest
 
@@ -204,4 +205,59 @@ def test_capture_refuses_to_overwrite_a_bundle(run_cli, tmp_path):
 def test_doctor_runs_anywhere(run_cli):
     rc, out, err = run_cli("doctor")
     assert rc == 0, err
-    assert "cupti-python" in out and "graphviz dot" in out
+    assert "cupti-python" in out and "Graphviz dot" in out and "None" not in out
+
+
+def _leaves(d, path=""):
+    for k, v in d.items():
+        if isinstance(v, dict) and k != "unknown":
+            yield from _leaves(v, f"{path}{k}.")
+        elif k != "unknown":
+            yield f"{path}{k}", v
+
+
+def _doctor_json(run_cli, tmp_path):
+    rc, _, err = run_cli("doctor", "--json", tmp_path / "d.json")
+    assert rc == 0, err
+    return json.loads((tmp_path / "d.json").read_text())
+
+
+def test_doctor_json_gives_values_and_says_why_one_is_unknown(run_cli, tmp_path):
+    import importlib.util
+
+    doc = _doctor_json(run_cli, tmp_path)
+    leaves = dict(_leaves(doc))
+    assert all(v is None or isinstance(v, (bool, int, str)) for v in leaves.values()), leaves
+    nulls = {k for k, v in leaves.items() if v is None}
+    assert nulls == set(doc["unknown"]) and all(doc["unknown"].values()), (nulls, doc["unknown"])
+    # the compiled parts, against whether Python finds them
+    assert doc["compiled"]["trace_columns"] is (importlib.util.find_spec("cgtool.artifacts._columns") is not None)
+    if sys.version_info >= (3, 11):
+        assert doc["compiled"]["record_callback"] is (
+            importlib.util.find_spec("cgtool.capture.record._nodecb") is not None)
+    torch_here = importlib.util.find_spec("torch") is not None
+    assert doc["torch"]["installed"] is torch_here
+    if not torch_here:
+        assert doc["torch"]["version"] is None and "not installed" in doc["unknown"]["torch.version"]
+
+
+def test_doctor_without_torch_suggests_no_torch_profiler(run_cli, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` fails as if it were absent
+    rc, out, err = run_cli("doctor")
+    assert rc == 0, err
+    assert "--profiler torch" not in out and "not installed" in out and "None" not in out
+
+
+def test_doctor_with_a_cpu_only_torch(run_cli, monkeypatch, tmp_path):
+    import types
+
+    t = types.ModuleType("torch")
+    t.__version__ = "2.13.0+cpu"
+    t.version = types.SimpleNamespace(cuda=None)
+    t.cuda = types.SimpleNamespace(is_available=lambda: False, get_device_name=lambda: "?")
+    monkeypatch.setitem(sys.modules, "torch", t)
+    rc, out, err = run_cli("doctor")
+    assert rc == 0 and "CPU-only build" in out and "None" not in out, out
+    doc = _doctor_json(run_cli, tmp_path)
+    assert doc["torch"] == {"installed": True, "version": "2.13.0+cpu", "cuda_build": None, "cpu_only": True}
+    assert doc["cuda"]["available"] is False and "CPU-only" in doc["unknown"]["torch.cuda_build"]

@@ -122,15 +122,27 @@ def test_without_channels_lanes_are_streams_and_waits_are_inferred(data_dir, tmp
         a.pop("channel")
         a.pop("channel_type")
 
-    t = load_trace(_write(tmp_path, "nochan.json", _rewrite(doc, drop)))
+    nochan = _rewrite(doc, drop)
+    kept = load_trace(_write(tmp_path, "kept.json", nochan))
+    del nochan["cgtool"]["CUDA_DEVICE_MAX_CONNECTIONS"]  # as a plain profiler trace: the setting unknown
+    nochan["cgtool"]["environment"].pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
+    t = load_trace(_write(tmp_path, "nochan.json", nochan))
     r = analyze(t, graphs_from_trace(t))
     assert r.lane == "stream" and any("no hardware channel" in n for n in r.notes)
+    assert r.to_json()["summary"]["fake"] is None  # not visible: unknown, never 0
     # Branches run on their own streams: on each stream only the true (chain) order shows...
     assert r.n_fake == 0 and r.n_true > 0
     # ...and the branches that sat ready did so while the other GEMMs covered the whole GPU: from
     # timing alone these are waits for room on the GPU, one per fake serialization on the channel.
     fakes = sum(v for (_, _, k), v in expected_from_records(data_dir / "forkjoin_trace_mc1").items() if k == "fake")
     assert not r.inferred_waits and r.cost["full_gpu_waits"] == fakes == 60
+    assert r.figures().cannot_tell == 60 and "GPU was full" in r.cannot_tell_reason
+    # The trace records CUDA_DEVICE_MAX_CONNECTIONS=1: every stream went through channel 0, and the
+    # serializations on it are the independent computation's, as with the channel data itself.
+    rk = analyze(kept, graphs_from_trace(kept))
+    assert rk.lane == "channel" and rk.channels_from.startswith("CUDA_DEVICE_MAX_CONNECTIONS=1")
+    got = Counter({(f.before, f.after, f.kind.value): f.count for f in rk.findings})
+    assert got == expected_from_records(data_dir / "forkjoin_trace_mc1")
 
 
 def test_kineto_trace_without_graph_ids_is_matched_by_launch_name_and_order(data_dir):
@@ -250,3 +262,16 @@ def test_two_process_decode_reports_bad_events_in_the_second_half(data_dir, tmp_
     monkeypatch.setenv("CGTOOL_TRACE_WORKERS", "2")
     with pytest.raises(InvalidInputError, match=rf"traceEvents\[{bad}\] .*lacks args.stream"):
         T.load_trace(p)
+
+
+def test_a_profiler_trace_with_channels_and_node_ids_is_read_with_them(data_dir, tmp_path):
+    """Newer Kineto writes "graph node id" and "channel": such a trace (no cgtool block here, the
+    export given beside it) is matched exactly, taken per channel, and the output says so."""
+    doc = _load_gz(data_dir / "forkjoin_trace_mc1" / "trace.json.gz")
+    graph = doc.pop("cgtool")["graphs"][0]
+    t = load_trace(_write(tmp_path, "kineto_new.json", doc))
+    r = analyze(t, [GraphData.from_json(graph)])
+    assert r.match == "exact" and r.lane == "channel" and r.fake_visible
+    assert any("profiler trace carries hardware channels and graph node ids" in n for n in r.notes)
+    got = Counter({(f.before, f.after, f.kind.value): f.count for f in r.findings})
+    assert got == expected_from_records(data_dir / "forkjoin_trace_mc1")

@@ -1,10 +1,13 @@
-"""Issue 19: hostile input. The standing corpus in tests/data/bad (made by scripts/bad_corpus.py
+"""Hostile input. The standing corpus in tests/data/bad (made by scripts/bad_corpus.py
 from the real recordings), class by class over every analysis command; the big cases (bombs,
 nesting, wide graphs) made here at test time; devices, FIFOs, outputs, address-space limits.
 
 The contract: exit code 0, 1, 2 or 4; no traceback; a refusal is one paragraph on stderr; a
 self-contradicting input is refused or warned about; nothing but the output is written; no raw
-control character reaches the terminal."""
+control character reaches the terminal; no number is printed with hundreds of digits.
+
+The special cases of ``scripts/hostile_corpus.py`` (devices, FIFOs, outputs, signals) are run
+through the script itself (``test_the_special_cases_keep_the_contract``)."""
 
 from __future__ import annotations
 
@@ -31,7 +34,8 @@ import hostile_corpus as hc  # noqa: E402
 
 MANIFEST = json.loads((BAD / "MANIFEST.json").read_text())
 REF_GRAPH_DOC = bc._trace()["cgtool"]["graphs"][0]
-CONTROL = ("\x1b", "\x00", "\x07", "\x9b")
+#: Control characters that must never reach the terminal raw: C0 but tab and newline, DEL, C1.
+CONTROL = tuple(chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)])
 
 
 def _hash(p: Path) -> str:
@@ -65,6 +69,7 @@ def check_contract(rc: int, out: str, err: str, expect: str = "any") -> None:
     assert "Traceback" not in err and "internal error" not in err, err
     for ch in CONTROL:
         assert ch not in out and ch not in err, (ch, out[-300:], err[-300:])
+    assert not hc.LONG_NUMBER.search((out + err).encode()), "a number printed with 100 digits or more"
     if rc in (2, 4):
         paras = [p for p in err.strip().split("\n") if p.strip()]
         assert paras and paras[-1].startswith("cgtool: ") and "warning" not in paras[-1][:17], err
@@ -282,3 +287,24 @@ def test_every_command_under_an_address_space_limit(tmp_path, ref_graph):
     for args in (["topo", str(bc.GRAPH)], ["deps", str(bc.TRACE)], ["bench", "--compare", str(bc.BENCH), str(bc.BENCH)]):
         rc, err, _, _ = _subprocess(args, tmp_path, as_limit=4 << 30)
         assert rc == 0, (args, err)
+
+
+def test_the_special_cases_keep_the_contract(tmp_path):
+    """The script's own special cases (outputs that must not be written or created, Ctrl-C and
+    SIGTERM on FIFOs without a writer or a reader), run by the script: 0 in every column."""
+    out = tmp_path / "hc.json"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "hostile_corpus.py"), "--no-big", "--only",
+                        "outputs,signals", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert set(doc["rows"]) == {"outputs", "signals"} and doc["total"]["runs"] >= 18
+    bad = {k: v for k, v in doc["total"].items() if k != "runs" and v}
+    assert not bad, (bad, doc["findings"])
+
+
+def test_every_control_character_is_escaped_in_names(run_cli):
+    """BEL, BS, VT, FF, CR, DEL and C1 in kernel names are shown as \\xNN, as ESC is."""
+    for tag, code in (("bel", 0x07), ("bs", 0x08), ("vt", 0x0B), ("ff", 0x0C), ("cr", 0x0D), ("c1", 0x9B)):
+        rc, out, err = run_cli("topo", BAD / f"graph_name_{tag}.json")
+        check_contract(rc, out, err, "accept")
+        assert f"ker\\x{code:02x}nel" in out, (tag, out[-600:])

@@ -67,15 +67,22 @@ def _with_sources(data_dir, tmp_path):
     return p, doc
 
 
-def test_dot_labels_carry_node_id_and_source_line(data_dir, tmp_path):
-    from cgtool.report.dot import dot_of_file
+def _dot(path, trace=None):
+    """`cgtool dot PATH [--trace TRACE]` as the command builds it: the analysis in inspect, the DOT in report."""
+    from cgtool.inspect.files import graph_views
+    from cgtool.report.dot import dot_of_view
 
+    _, (view,), _ = graph_views(path, trace, command="dot", one=True)
+    return dot_of_view(view, title=str(path))
+
+
+def test_dot_labels_carry_node_id_and_source_line(data_dir, tmp_path):
     p, doc = _with_sources(data_dir, tmp_path)
-    text = dot_of_file(p)
+    text = _dot(p)
     for n in doc["nodes"]:
         assert re.search(rf'n{n["index"]} \[[^\]]*label="#{n["node_id"]} [^"]*\\nmodel_{n["index"]}\.py:{100 + n["index"]}', text)
     assert "legend [" in text
-    plain = dot_of_file(data_dir / "forkjoin" / "graph.json")  # no record extras: no source line, no error
+    plain = _dot(data_dir / "forkjoin" / "graph.json")  # no record extras: no source line, no error
     assert ".py:" not in plain and plain.count('label="#') == len(doc["nodes"])
 
 
@@ -98,11 +105,9 @@ def _fake_pairs(doc):
 
 
 def test_dot_with_trace_draws_fake_dependencies_and_durations(data_dir):
-    from cgtool.report.dot import dot_of_file
-
     path = data_dir / "forkjoin_trace_mc1" / "trace.json.gz"
     doc = json.loads(gzip.decompress(path.read_bytes()))
-    text = dot_of_file(path)
+    text = _dot(path)
     fakes = {(int(a), int(b)) for a, b in re.findall(r"n(\d+) -> n(\d+) \[style=dashed", text)}
     assert fakes == _fake_pairs(doc) and fakes
     # every kernel's label ends with its measured mean duration
@@ -233,7 +238,6 @@ def test_without_matplotlib_the_report_names_the_extra(data_dir, tmp_path, run_c
 
 def test_record_style_sources_label_and_detail(data_dir, tmp_path):
     """`cgtool record` writes source as a dict with its own short label, the function and the code."""
-    from cgtool.report.dot import dot_of_file
     from cgtool.report.fold import source_detail, source_label
 
     rec = {"file": "tests/programs/server_runner.py", "line": 22, "function": "forward", "op": "layer_norm",
@@ -244,7 +248,7 @@ def test_record_style_sources_label_and_detail(data_dir, tmp_path):
     doc["cgtool"]["nodes"][3]["source"] = rec
     p = tmp_path / "g.json"
     p.write_text(json.dumps(doc))
-    text = dot_of_file(p)
+    text = _dot(p)
     node3 = re.search(r"  n3 \[[^\n]*", text).group(0)
     assert "\\nserver_runner.py:22 layer_norm" in node3 and "in forward: h = self.norm(x)" in node3
     assert text.count("layer_norm") == 1  # only node 3 has a source

@@ -245,11 +245,13 @@ done:
  * against each other on every recording here and on random documents.
  *
  * -> (n events, gi, kind, ts, dur, stream, corr, device, gid, nid, chan, ctype, name, shape, smem,
- *     nbytes, launch_pos, launch_corr, launch_ts), the columns as bytes: one row per GPU event of
+ *     nbytes, launch_pos, launch_corr, launch_ts, n_other, first_other), the columns as bytes: one row per GPU event of
  *     phase "X" (kind int8, name int32, ts/dur/launch_ts float64, the rest int64); shape/smem/nbytes
  *     are kept only for events without a node id (else 0, -1, -1, as the msgspec path); channel
  *     types given as names are 1000 + their index in ct_names (appended as met); launches are the
- *     runtime events of phase "X" named cudaGraphLaunch* whose args hold a correlation id.
+ *     runtime events of phase "X" named cudaGraphLaunch* whose args hold a correlation id; n_other
+ *     and first_other count the events of GPU categories of another phase (not GPU work; -1: none),
+ *     and an event of a GPU category without a phase gives None (the msgspec path refuses it).
  *  Names new to `names` (and ct_names) are added; on None they are taken out again. */
 
 typedef const unsigned char *P;
@@ -667,6 +669,7 @@ typedef struct {
     Py_ssize_t nl, lcap;
     int64_t *lpos, *lcorr;
     double *lts;
+    Py_ssize_t n_other, first_other; /* GPU categories of other phases than "X": how many, the first */
 } Rows;
 
 static int grow(void **p, Py_ssize_t cap, size_t size) {
@@ -878,6 +881,9 @@ static PyObject *scan(PyObject *mod, PyObject *args) {
                         r.lcorr[r.nl] = a.v[A_CORR];
                         r.lts[r.nl++] = ts;
                     }
+                } else if (code <= 2 && !x) {
+                    if (!ph || ph_n == 0) goto fallback; /* no phase: the msgspec path refuses it, with the message */
+                    if (r.n_other++ == 0) r.first_other = i; /* not GPU work: counted, the caller says so */
                 } else if (x) {
                     if (nm_esc) goto fallback;
                     if (rows_reserve(&r) < 0) { PyErr_NoMemory(); goto error; }
@@ -952,7 +958,7 @@ static PyObject *scan(PyObject *mod, PyObject *args) {
         if (p >= e) goto fallback; /* a comma with no event after it */
     }
     {
-        PyObject *o[19];
+        PyObject *o[21];
         Py_ssize_t m = r.n;
         o[0] = PyLong_FromSsize_t(i);
         o[1] = PyBytes_FromStringAndSize((const char *)r.gi, m * 8);
@@ -967,10 +973,12 @@ static PyObject *scan(PyObject *mod, PyObject *args) {
         o[16] = PyBytes_FromStringAndSize((const char *)r.lpos, r.nl * 8);
         o[17] = PyBytes_FromStringAndSize((const char *)r.lcorr, r.nl * 8);
         o[18] = PyBytes_FromStringAndSize((const char *)r.lts, r.nl * 8);
+        o[19] = PyLong_FromSsize_t(r.n_other);
+        o[20] = PyLong_FromSsize_t(r.n_other ? r.first_other : -1);
         int ok = 1;
-        for (int k = 0; k < 19; k++) ok &= o[k] != NULL;
-        if (ok) result = PyTuple_New(19);
-        for (int k = 0; k < 19; k++) {
+        for (int k = 0; k < 21; k++) ok &= o[k] != NULL;
+        if (ok) result = PyTuple_New(21);
+        for (int k = 0; k < 21; k++) {
             if (result) PyTuple_SET_ITEM(result, k, o[k]);
             else Py_XDECREF(o[k]);
         }

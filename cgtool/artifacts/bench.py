@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, load_json, write_json
 from cgtool.errors import InvalidInputError
+from cgtool.text import short_value
 
 BENCH_SCHEMA_VERSION = 2
 #: A workload whose interquartile range exceeds this share of its median is flagged noisy.
@@ -338,8 +339,7 @@ MAX_SAMPLE_US = 1e9
 
 
 def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 60 else r[:57] + "..."
+    return short_value(v)
 
 
 def _samples(xs: Any, source: str, key: str, name: str, *, required: bool = False) -> tuple[float, ...]:
@@ -351,7 +351,7 @@ def _samples(xs: Any, source: str, key: str, name: str, *, required: bool = Fals
     for i, x in enumerate(xs):
         if not (0 < x < MAX_SAMPLE_US and math.isfinite(x)):
             raise InvalidInputError(
-                f"{source}: workloads[{key!r}].{name}[{i}] is {x}: a time must be a positive, finite number of µs "
+                f"{source}: workloads[{key!r}].{name}[{i}] is {_short(x)}: a time must be a positive, finite number of µs "
                 f"below {MAX_SAMPLE_US:g}. The file was edited or damaged; record it again.")
     return tuple(float(x) for x in xs)
 

@@ -9,15 +9,17 @@ Readers accept unknown keys: newer torch adds fields (``event_ptr``, launch dime
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, Callable, Mapping, Sequence, Union
 
 import msgspec
 
 from cgtool.errors import InvalidInputError
-from cgtool.artifacts.jsonio import decode, read_bytes, write_json
+from cgtool.artifacts.jsonio import decode, read_bytes, show_path, write_json
+from cgtool.text import short_value
 
 #: Version of the ``"cgtool"`` block this code writes. Older versions load with defaults.
 SCHEMA_VERSION = 1
@@ -214,7 +216,7 @@ def _fast_parse(data: bytes, source: str) -> "GraphData | None":
     for i, r in enumerate(doc.nodes):
         gid = r.graph_id if r.graph_id is not None else r.tools_id >> 32
         nid = r.node_id if r.node_id is not None else r.tools_id & LOW32
-        if (r.index != i or r.tools_id < 0 or not 0 <= gid <= MAX_EXEC_GRAPH_ID or not 0 <= nid <= LOW32
+        if (r.index != i or r.tools_id < 0 or gid != doc.exec_graph_id or not 0 <= nid <= LOW32
                 or r.tools_id != (gid << 32) | nid or r.tools_id in ids or not r.node_type):
             return None
         ids.add(r.tools_id)
@@ -255,23 +257,59 @@ def _meta_ok(meta: Any) -> bool:
     if not isinstance(meta, dict):
         return False
     return all(k not in meta or isinstance(meta[k], t) and not isinstance(meta[k], bool)
-               for k, t in _META_TYPES.items())
+               for k, t in _META_TYPES.items()) and _meta_values_problem(meta) is None
+
+
+def _key(k: str) -> str:
+    """A key as part of a field path: ``.capture_s``, or ``["capture s"]`` when it is no identifier."""
+    return show_path([k], "x")[1:]
+
+
+#: Durations and differences in the ``cgtool`` block are below this (seconds: 30,000 years).
+MAX_META_NUMBER = 1e12
+
+
+def _number(v: Any) -> bool:
+    """A non-negative JSON number below MAX_META_NUMBER (compared without converting a long integer)."""
+    return (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < MAX_META_NUMBER
+            and (isinstance(v, int) or math.isfinite(v)))
+
+
+def _meta_values_problem(meta: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, problem) for a value of the ``cgtool`` block that tables would otherwise leave out
+    without a word: a timing or the replay check's difference that is not a number."""
+    tim = meta.get("timings")
+    if isinstance(tim, dict):
+        for k, v in tim.items():
+            if v is not None and not _number(v):
+                return (f"{META_KEY}.timings{_key(str(k))}", f"should be a duration in seconds (a non-negative "
+                        f"number below {MAX_META_NUMBER:g}) or null but is {_short(v)}")
+    chk = meta.get("check")
+    if isinstance(chk, dict):
+        checks: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+            ("ok", lambda v: isinstance(v, bool), "true, false or null"),
+            ("max_abs_diff", _number, f"a non-negative number below {MAX_META_NUMBER:g} or null"),
+            ("worst_output", lambda v: isinstance(v, str), "a string or null"))
+        for k, ok, want in checks:
+            v = chk.get(k)
+            if v is not None and not ok(v):
+                return f"{META_KEY}.check.{k}", f"should be {want} but is {_short(v)}"
+    return None
 
 
 def _int(source: str, where: str, v: Any, limit: int = (1 << 63) - 1, why: str = "") -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise _bad(source, where, f"should be an integer but is {_short(v)}")
     if v < 0:
-        raise _bad(source, where, f"should not be negative but is {v}")
+        raise _bad(source, where, f"should not be negative but is {_short(v)}")
     if v > limit:
         bound = f"2^{limit.bit_length()}" if (limit + 1) & limit == 0 else f"{limit + 1}"
-        raise _bad(source, where, f"should be an integer < {bound}{why} but is {v}")
+        raise _bad(source, where, f"should be an integer < {bound}{why} but is {_short(v)}")
     return v
 
 
 def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 60 else r[:57] + "..."
+    return short_value(v)
 
 
 def _int_list(source: str, where: str, v: Any, n_nodes: int) -> tuple[int, ...]:
@@ -334,6 +372,13 @@ def _parse(doc: Any, source: str) -> GraphData:
                 f"has tools_id {tools_id} but (graph_id {graph_id} << 32) | node_id {node_id} = "
                 f"{(graph_id << 32) | node_id}",
             )
+        if graph_id != exec_id:
+            raise _bad(
+                source, f"{w}.graph_id",
+                f"is {graph_id} but the export's exec_graph_id is {exec_id}; every node of an export carries "
+                "its instantiation's id (get_graph_data() remaps graph_id to exec_graph_id), so this file was "
+                "edited or merged from two exports",
+            )
         kname = rn.get("kernel_name")
         if kname is not None and not isinstance(kname, str):
             raise _bad(source, f"{w}.kernel_name", f"should be a string or null but is {_short(kname)}")
@@ -376,6 +421,9 @@ def _parse(doc: Any, source: str) -> GraphData:
             want = " or ".join("null" if t is type(None) else {"dict": "an object", "list": "a list", "str": "a string",
                                                                  "int": "an integer"}[t.__name__] for t in types)
             raise _bad(source, f"{META_KEY}.{key}", f"should be {want} but is {_short(meta[key])}")
+    problem = _meta_values_problem(meta)
+    if problem is not None:
+        raise _bad(source, *problem)
     version = meta.get("schema_version", SCHEMA_VERSION)
     if isinstance(version, int) and version > SCHEMA_VERSION:
         raise _bad(

@@ -26,6 +26,9 @@ from cgtool.errors import InputWarning, InvalidInputError, OutputExistsError, Us
 from cgtool.text import shown
 
 GZIP_MAGIC = b"\x1f\x8b"
+#: A UTF-8 byte order mark: RFC 8259 lets a JSON reader ignore one at the start, and cgtool does
+#: (editors and Windows tools write it).
+BOM = b"\xef\xbb\xbf"
 #: The output path that means standard output.
 STDOUT = "-"
 #: ``max_bytes=None``: the cap is chosen from the input (see ``default_cap``).
@@ -45,7 +48,7 @@ _CHUNK = 1 << 20
 
 
 def _gib(n: int) -> str:
-    return f"{n / 1024**3:g} GiB" if n >= 1024**3 else f"{n / 1024**2:g} MiB" if n >= 1024**2 else f"{n:,} bytes"
+    return f"{n / 1024**3:.3g} GiB" if n >= 1024**3 else f"{n / 1024**2:.3g} MiB" if n >= 1024**2 else f"{n:,} bytes"
 
 
 def default_cap(*, gzip_size: int | None = None, stream: bool = False) -> int:
@@ -54,6 +57,82 @@ def default_cap(*, gzip_size: int | None = None, stream: bool = False) -> int:
     if gzip_size is not None:
         return min(max(GZIP_RATIO * gzip_size, GZIP_MIN_BYTES), GZIP_MAX_BYTES)
     return STREAM_MAX_BYTES if stream else FILE_MAX_BYTES
+
+
+#: A document read whole is held about this many times over while it is read and decoded (the
+#: growing buffer, its copy as bytes); see ``memory_bound``.
+HOLD_FACTOR = 3
+
+
+def memory_available() -> int | None:
+    """Bytes of memory this process can still get now: the system's available memory (Linux
+    ``MemAvailable``), or less where a cgroup (a container, a CI job) or an address-space limit
+    (``ulimit -v``) limits the process; None where the system's cannot be read."""
+    avail: int | None = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    try:  # the limit of this process's cgroup, less what the group uses (v2, else v1)
+        with open("/proc/self/cgroup") as f:
+            groups = [ln.rstrip("\n").split(":", 2) for ln in f]
+    except OSError:
+        groups = []
+    for _, ctrl, rel in (g for g in groups if len(g) == 3):
+        if ctrl == "":
+            d, files = Path("/sys/fs/cgroup") / rel.lstrip("/"), ("memory.max", "memory.current")
+        elif "memory" in ctrl.split(","):
+            d, files = Path("/sys/fs/cgroup/memory") / rel.lstrip("/"), ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        try:
+            limit = (d / files[0]).read_text().strip()
+            if limit.isdigit() and int(limit) < avail:
+                avail = min(avail, max(int(limit) - int((d / files[1]).read_text().strip()), 0))
+        except (OSError, ValueError):
+            pass
+    try:  # an address-space limit (`ulimit -v`), less the address space in use
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY and soft < avail:
+            with open("/proc/self/status") as f:
+                used = next((int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmSize:")), 0)
+            avail = min(avail, max(soft - used, 0))
+    except (ImportError, OSError, ValueError):
+        pass
+    return avail
+
+
+def memory_bound(avail: int | None) -> int | None:
+    """The largest document cgtool reads whole (graph exports, bench results, a trace from a FIFO)
+    without outgrowing ``avail``, the memory available: 1/HOLD_FACTOR of it (at least 64 MiB).
+    Whatever ``--max-bytes`` says, reading stops there with a message, not the kernel's
+    out-of-memory killer. None: unknown."""
+    return None if avail is None else max(avail // HOLD_FACTOR, 64 * 1024**2)
+
+
+def _suggest_cap(cap: int) -> str:
+    """What the cap message suggests: a --max-bytes the machine can hold, from its memory now."""
+    avail = memory_available()
+    bound = memory_bound(avail)
+    if avail is None or bound is None:
+        return "If the file is genuine, raise the cap with --max-bytes N (in bytes)."
+    n = bound // 10**9 * 10**9 if bound >= 10**9 else bound // 10**6 * 10**6
+    if n <= cap:
+        return (f"This machine has {_gib(avail)} of memory available now, too little to read more of it whole: "
+                "read it on a machine with more memory.")
+    return (f"If the file is genuine, raise the cap with --max-bytes N; this machine can hold about "
+            f"--max-bytes {n} now ({_gib(n)}: 1/{HOLD_FACTOR} of the {_gib(avail)} of memory available).")
 
 
 def _too_big(p: Path, cap: int, given: bool, what: str) -> InvalidInputError:
@@ -65,8 +144,16 @@ def _too_big(p: Path, cap: int, given: bool, what: str) -> InvalidInputError:
         how += "; the cap guards against gzip bombs"
     return InvalidInputError(
         f"{p} {verb} more than the {cap:,}-byte limit ({_gib(cap)}, {how}); reading stopped there. "
-        "If the file is genuine, raise the cap with --max-bytes N (e.g. --max-bytes 20000000000)."
+        + _suggest_cap(cap)
     )
+
+
+def _too_big_for_memory(p: Path, n: int, avail: int, gz: bool) -> InvalidInputError:
+    return InvalidInputError(
+        f"{p} {'decompresses to' if gz else 'is'} more than this machine can hold to read it: reading stopped at "
+        f"{_gib(n)}, 1/{HOLD_FACTOR} of the {_gib(avail)} of memory that was available (a document read whole is "
+        f"held about {HOLD_FACTOR} times over). If it is genuine, free memory or read it on a machine with more; "
+        "if not (a gzip bomb, a device), check that it is the file you meant.")
 
 
 _RAW_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
@@ -102,10 +189,22 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int | None = DEFAULT_
             # A private (copy-on-write) mapping: writable, the file itself never changes,
             # and nothing is read or zero-filled up front.
             return mmap.mmap(src.f.fileno(), 0, access=mmap.ACCESS_COPY)  # type: ignore[return-value]
-        out = bytearray()
-        for piece in src.pieces():
-            out += piece
+        out = read_whole(src)
         return out if mutable else bytes(out)  # type: ignore[return-value]
+
+
+def read_whole(src: "Source") -> bytearray:
+    """All of ``src``'s content in one buffer, within ``memory_bound`` (whatever its cap)."""
+    avail = memory_available()
+    bound = memory_bound(avail)
+    if avail is not None and bound is not None and src.size is not None and src.size > bound:
+        raise _too_big_for_memory(src.path, src.size, avail, False)
+    out = bytearray()
+    for piece in src.pieces():
+        out += piece
+        if avail is not None and bound is not None and len(out) > bound:
+            raise _too_big_for_memory(src.path, len(out), avail, src.gzip)
+    return out
 
 
 class Source:
@@ -140,6 +239,9 @@ class Source:
         try:
             self.head = self.f.read(_CHUNK)
             self.gzip = self.head[:2] == GZIP_MAGIC
+            self.bom = not self.gzip and self.head.startswith(BOM)
+            if self.bom:
+                self.head = self.head[len(BOM):]
             if self.gzip:
                 self.cap = max_bytes if max_bytes is not None else default_cap(
                     gzip_size=st.st_size if self.regular else STREAM_MAX_BYTES // GZIP_RATIO)
@@ -161,8 +263,9 @@ class Source:
 
     @property
     def size(self) -> int | None:
-        """The content's size where it is known before reading (a plain regular file)."""
-        return os.fstat(self.f.fileno()).st_size if self.regular and not self.gzip else None
+        """The content's size where it is known before reading and is the file's, byte for byte
+        (a plain regular file without a byte order mark)."""
+        return os.fstat(self.f.fileno()).st_size if self.regular and not self.gzip and not self.bom else None
 
     def reopen(self) -> "Source | None":
         return Source(self.path, max_bytes=self.max_bytes, piece=self.piece) if self.regular else None
@@ -179,17 +282,26 @@ def _open(p: Path, st: os.stat_result) -> io.BufferedReader:
     """Open for reading; a FIFO with no writer yet blocks (as ``cat`` does), and says so."""
     if not stat.S_ISFIFO(st.st_mode):
         return open(p, "rb")
+    f: io.BufferedReader = _open_fifo(p, "rb")
+    return f
+
+
+def _open_fifo(p: Path, mode: str) -> Any:
+    """Open a FIFO, which blocks until the other end is opened too (as ``cat`` and a shell's ``>``
+    do); after half a second without it, say so once on stderr."""
     import threading
 
+    other = "writer" if "r" in mode else "reader"
+
     def note() -> None:  # said through warnings: the CLI shows it as "cgtool: warning: ..."
-        warnings.warn(InputWarning(f"waiting for a writer on the FIFO {shown(str(p))} (Ctrl-C stops)."),
+        warnings.warn(InputWarning(f"waiting for a {other} on the FIFO {shown(str(p))} (Ctrl-C stops)."),
                       stacklevel=1)
 
     t = threading.Timer(0.5, note)
     t.daemon = True
     t.start()
     try:
-        return open(p, "rb")
+        return open(p, mode)
     finally:
         t.cancel()
 
@@ -244,6 +356,8 @@ def _gunzip_pieces(f: io.BufferedReader, head: bytes, p: Path, cap: int, given: 
                 pending = d.unconsumed_tail
                 n += len(out)
                 if not checked:
+                    if not first and out.startswith(BOM):
+                        out = out[len(BOM):]
                     first = (first + out)[:64]
                     if first.strip():
                         if not _looks_like_json(first):
@@ -308,13 +422,33 @@ def too_deep(source: object) -> InvalidInputError:
         "so this is not one (or it was damaged). Check that it is the file you meant.")
 
 
+#: One step of a msgspec error path (``$[3].args.graph node id``): a key (msgspec writes keys raw,
+#: spaces included), an array index, a quoted key.
+_PATH_STEP = re.compile(r"""\.([^.\[\]`]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]""")
+
+
+def path_steps(where: str) -> list[str | int]:
+    """The steps of a msgspec error path (after its ``$``): keys and array indices."""
+    steps: list[str | int] = []
+    for m in _PATH_STEP.finditer(where):
+        steps.append(m.group(1) if m.group(1) else int(m.group(2)) if m.group(2) else msgspec.json.decode(m.group(3)))
+    return steps
+
+
+def show_path(steps: list[str | int], head: str = "") -> str:
+    """``traceEvents[3].args["graph node id"]``: a key that is not an identifier in brackets, whole."""
+    out = head + "".join(f"[{st}]" if isinstance(st, int) else f".{st}" if st.isidentifier()
+                         else f"[{shown(msgspec.json.encode(st).decode())}]" for st in steps)
+    return out[1:] if not head and out.startswith(".") else out
+
+
 def field_error(e: Exception) -> str:
     """A msgspec validation error as ``path: problem`` (``traceEvents[3].args.stream: ...``)."""
     text = str(e)
     if " - at `$" in text:
         msg, _, where = text.rpartition(" - at `$")
-        where = where.rstrip("`").lstrip(".")
-        return f"{where or 'the document'}: {msg[0].lower() + msg[1:]}"
+        path = show_path(path_steps(where.rstrip("`")))
+        return f"{path or 'the document'}: {msg[0].lower() + msg[1:]}"
     return text
 
 
@@ -382,24 +516,38 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, force: bool
         raise cannot_write(Path(path), e) from None
 
 
+def output_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be written as a new file, and the fix, or None: a parent that is a file, a
+    folder that does not exist (cgtool creates no folder for an output file: a typo would make one),
+    a symbolic link whose target's folder does not exist."""
+    where = Path(os.path.realpath(path)) if path.is_symlink() else path
+    parent = next((a for a in where.parents if a.exists()), None)
+    if parent is not None and not parent.is_dir():
+        return f"{parent} is a file, not a folder. Choose another path"
+    if not where.parent.is_dir():
+        link = f"it is a symbolic link to {where}, whose folder" if where != path else "the folder"
+        return (f"{link} {where.parent} does not exist. Create it first (cgtool creates no folder for an "
+                "output file), or choose another path")
+    return None
+
+
 def cannot_write(p: Path, e: OSError) -> UsageError:
     """One paragraph for an output that cannot be written (exit 2)."""
-    parent = next((a for a in p.parents if a.exists()), None)
-    if parent is not None and not parent.is_dir():
-        why = f"{parent} is a file, not a folder"
-    else:
-        why = e.strerror or str(e)
-    return UsageError(f"Cannot write {p}: {why}. Choose a path in a folder you can write to.")
+    why = output_problem(p) or f"{e.strerror or e}. Choose a path in a folder you can write to"
+    return UsageError(f"Cannot write {p}: {why}.")
 
 
 def _write(p: Path, path: Path, data: bytes) -> Path:
     if p.is_symlink():
-        p = p.resolve()
+        p = Path(os.path.realpath(p))
     if p.exists() and not stat.S_ISREG(p.stat().st_mode):
-        with open(p, "wb") as f:  # a device or a FIFO: never renamed over
+        opener = _open_fifo if stat.S_ISFIFO(p.stat().st_mode) else open
+        with opener(p, "wb") as f:  # a device or a FIFO: never renamed over
             f.write(data)
         return path
-    p.parent.mkdir(parents=True, exist_ok=True)
+    problem = output_problem(p)
+    if problem:
+        raise UsageError(f"Cannot write {path}: {problem}.")
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
         # mkstemp creates 0600; give the file the mode a plain open() would (0666 less umask).

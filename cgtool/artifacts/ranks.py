@@ -11,7 +11,16 @@ import msgspec
 from cgtool.errors import InvalidInputError
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, decode, read_bytes
 
-_RANK = re.compile(r"rank[_-]?(\d+)")
+#: ``rank<k>`` (or ``rank_<k>``, ``rank-<k>``) in a path names the rank of the file.
+RANK_IN_PATH = re.compile(r"rank[_-]?(\d+)")
+_RANK = RANK_IN_PATH
+
+
+def check_rank(r: Any, p: Path) -> int:
+    """A rank read from a file (``cgtool.rank``) or its path: an integer from 0 to 2^31-1."""
+    if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < 1 << 31:
+        raise InvalidInputError(f"{p}: cgtool.rank is {r!r:.60}; expected an integer from 0 to 2^31-1.")
+    return r
 
 
 class _Probe(msgspec.Struct):
@@ -45,8 +54,8 @@ def rank_files(folder: Path, kind: str, *, max_bytes: int | None = DEFAULT_MAX_B
         if (kind == "trace" and not is_trace) or (kind == "graph" and not is_graph):
             continue
         r = (doc.cgtool or {}).get("rank")
-        if r is not None and (not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < 1 << 31):
-            raise InvalidInputError(f"{p}: cgtool.rank is {r!r:.60}; expected an integer from 0 to 2^31-1.")
+        if r is not None:
+            check_rank(r, p)
         if not isinstance(r, int):
             m = _RANK.search(str(p.relative_to(folder)))
             if m is None:

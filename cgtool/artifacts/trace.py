@@ -43,8 +43,9 @@ import numpy as np
 
 from cgtool.artifacts.graph import LOW32, MAX_EXEC_GRAPH_ID
 from cgtool.errors import InputWarning, InvalidInputError
+from cgtool.text import short_value
 from cgtool.artifacts.jsonio import (DEFAULT_MAX_BYTES, Source, decode, describe_json_error, field_error, not_utf8,
-                                    read_bytes, too_deep)
+                                    path_steps, read_bytes, read_whole, show_path, too_deep)
 
 #: Event categories of GPU work, and the kind cgtool gives each.
 GPU_CATS = {"kernel": 0, "gpu_memcpy": 1, "gpu_memset": 2, "Kernel": 0, "Memcpy": 1, "Memset": 2}
@@ -254,7 +255,7 @@ class Trace:
 
     @property
     def tracer_overhead(self) -> TracerOverhead | None:
-        """What the tracer measured tracing to cost (traces of ``cgtool trace`` since issue 18)."""
+        """What the tracer measured tracing to cost (traces written by ``cgtool trace``)."""
         return TracerOverhead.from_meta(self.cgtool)
 
     def event(self, i: int) -> GpuEvent:
@@ -286,9 +287,7 @@ def load_trace(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -
     try:
         with Source(path, max_bytes=max_bytes, piece=WINDOW) as source:
             if not source.regular:  # a FIFO or a device: it can be read only once
-                data = bytearray()
-                for piece in source.pieces():
-                    data += piece
+                data = read_whole(source)
                 return _load(data, src)
             try:
                 return _load_streaming(source, src)
@@ -313,6 +312,17 @@ def _load_whole(path: str | Path, src: str, max_bytes: int | None) -> Trace:
                 close()
             except BufferError:  # pragma: no cover - a view is still alive; the GC will close it
                 pass
+
+
+def load_trace_bytes(data: bytes | bytearray, source: str) -> Trace:
+    """A trace from bytes already read (a FIFO or a device, which can be read only once)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(bytearray(data), source)
+    finally:
+        if was:
+            gc.enable()
 
 
 def load_trace_and_doc(path: str | Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> tuple[Trace, dict[str, Any]]:
@@ -445,9 +455,6 @@ def _decode_chunk(blob: Any, lo: int, src: str, shaped: bool = False) -> tuple[l
     return out, False
 
 
-_PATH = re.compile(r"""\.([A-Za-z_][A-Za-z_0-9]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]""")
-
-
 def _event_error(e: Exception, blob: Any, base: int, prefix: str = "") -> str:
     """``traceEvents[1234].args.stream: expected `int` <= ..., got 18446744073709551616``: the path
     of a validation error inside a chunk (``$[k]...``) or one event's args (``$...``), and the value."""
@@ -455,25 +462,21 @@ def _event_error(e: Exception, blob: Any, base: int, prefix: str = "") -> str:
     msg, sep, where = text.rpartition(" - at `")
     if not sep:
         return f"traceEvents[{base}]{'.' + prefix if prefix else ''}: {text}"
-    steps: list[Any] = []
-    for m in _PATH.finditer(where.rstrip("`")[1:]):
-        steps.append(m.group(1) if m.group(1) else int(m.group(2)) if m.group(2) else msgspec.json.decode(m.group(3)))
+    steps = path_steps(where.rstrip("`")[1:])
     value: Any = None
     try:
         value = msgspec.json.decode(bytes(blob))
         for st in steps:
             value = value[st]
-        got = repr(value)
-        got = f", got {got if len(got) <= 60 else got[:57] + '...'}"
+        got = short_value(value)
+        got = f": {got}" if ", got `" in msg else f", got {got}"
     except Exception:  # the path did not lead to a value (a missing field): nothing to quote
         got = ""
     if not prefix and steps and isinstance(steps[0], int):
         head, steps = f"traceEvents[{base + steps[0]}]", steps[1:]
     else:
         head = f"traceEvents[{base}]" + (f".{prefix}" if prefix else "")
-    path = head + "".join(f"[{st}]" if isinstance(st, int) else f".{st}" if str(st).isidentifier() else f"[{st!r}]"
-                          for st in steps)
-    return f"{path}: {msg[0].lower() + msg[1:]}{got}"
+    return f"{show_path(steps, head)}: {msg[0].lower() + msg[1:]}{got}"
 
 
 # --------------------------------------------------------------------------- events -> columns
@@ -520,6 +523,10 @@ class _Acc:
         self.shapes = _ShapeKeys()
         self.shaped = False  # the last chunk had GPU events without node ids: decode shapes with the args
         self.n = 0  # events seen: the traceEvents index of the next one
+        #: Events of GPU categories that are not complete events ("ph" "B", "E", "i", ...): not GPU
+        #: work, left out and counted (a warning says so). An event without "ph" is refused instead.
+        self.other_ph = 0
+        self.other_ph_first = -1  # the traceEvents index of the first one
 
     def columns(self) -> dict[str, np.ndarray]:
         """The columns, each concatenated once (its parts released as it goes)."""
@@ -530,6 +537,22 @@ class _Acc:
             del v
         self.parts = {k: [] for k in _COLS}
         return out
+
+
+def _not_complete(acc: _Acc, lo: int, evs: list[Any], at: list[int]) -> None:
+    """Events ``evs[at]`` have a GPU category but are not complete events (phase "X"): one without
+    a phase is refused (a chrome trace event always has one, so the file was edited or written by a
+    tool that leaves it out, and its GPU work would be lost); others are counted in ``acc``."""
+    for i in at:
+        e = evs[i]
+        if not e.ph:
+            raise _bad(acc.src, f"traceEvents[{lo + i}] ({e.cat} {e.name[:40]!r}) has no \"ph\" (phase). Every "
+                       "chrome trace event has one, and GPU work is a complete event (\"ph\": \"X\"): without it "
+                       "the event cannot be told from an instant or a begin/end mark, so it is not dropped silently. "
+                       "Record the trace again, or add \"ph\": \"X\" to its GPU events.")
+        if acc.other_ph_first < 0:
+            acc.other_ph_first = lo + i
+        acc.other_ph += 1
 
 
 _FAST: Any = None
@@ -572,7 +595,8 @@ def _add_scanned(got: tuple[Any, ...], acc: _Acc) -> bool:
     """Add the columns of a scanned run (``_columns.scan``) to ``acc`` after the checks
     ``_columnize`` makes; False (``acc`` untouched) where a check fails: the caller then decodes
     the run with msgspec, whose path names the bad event."""
-    n_all, gi_b, kind_b, ts_b, dur_b, *arg_b, name_b, shape_b, smem_b, nbytes_b, lpos_b, lcorr_b, lts_b = got
+    n_all, gi_b, kind_b, ts_b, dur_b, *arg_b, name_b, shape_b, smem_b, nbytes_b, lpos_b, lcorr_b, lts_b = got[:19]
+    n_other, first_other = got[19:21] if len(got) > 19 else (0, -1)
     lcorr = np.frombuffer(lcorr_b, np.int64).tolist()
     lts = np.frombuffer(lts_b, np.float64)
     launches = acc.launches
@@ -589,6 +613,10 @@ def _add_scanned(got: tuple[Any, ...], acc: _Acc) -> bool:
             return False
     launches.update(zip(lcorr, lts.tolist()))
     lo = acc.n
+    if n_other:
+        acc.other_ph += n_other
+        if acc.other_ph_first < 0:
+            acc.other_ph_first = lo + first_other
     acc.n += n_all
     if not n:
         acc.shaped = False
@@ -626,6 +654,10 @@ def _columnize(evs: list[Any], blob: Any, acc: _Acc, shaped: bool = False) -> No
         code = np.frombuffer(code_b, np.int8)
         gi = np.frombuffer(gi_b, np.int64)
         launch_evs = list(map(evs.__getitem__, launch_at))
+        gpu_cat = code <= 2
+        if int(np.count_nonzero(gpu_cat)) != len(gi):  # GPU categories of phases other than "X"
+            gpu_cat[gi] = False
+            _not_complete(acc, lo, evs, np.flatnonzero(gpu_cat).tolist())
     else:
         code = np.fromiter(map(_CODE.__getitem__, map(_CAT, evs)), np.int8, n_all)
         launch_at = np.flatnonzero(code == 3).tolist()
@@ -648,6 +680,7 @@ def _columnize(evs: list[Any], blob: Any, acc: _Acc, shaped: bool = False) -> No
         gpu = list(map(evs.__getitem__, gi.tolist()))
         x = np.fromiter(map("X".__eq__, map(_PH, gpu)), bool, len(gpu))
         if not x.all():  # instant or begin/end events of GPU categories: not GPU work
+            _not_complete(acc, lo, evs, gi[~x].tolist())
             gi = gi[x]
             gpu = list(map(evs.__getitem__, gi.tolist()))
         n = len(gpu)
@@ -1114,6 +1147,7 @@ class _Worker:
             report: dict[str, Any] = {
                 "names": list(acc.names), "ct_names": acc.ct_names, "launches": list(acc.launches.items()),
                 "n": acc.n, "suffix": len(suffix), "const": const,
+                "other_ph": [acc.other_ph, acc.other_ph_first],
                 "cols": [(k, str(v.dtype), len(v)) for k, v in cols.items()]}
             blobs = [v.data.cast("B") for k, v in cols.items() if k not in const] + [suffix]
         except BaseException as e:  # the parent reads this half itself (and reports any error)
@@ -1161,6 +1195,11 @@ class _Worker:
             acc.parts[k].append(theirs.pop(k))
         for c, t in head["launches"]:
             acc.launches[int(c)] = float(t)
+        n_other, first_other = head["other_ph"]
+        if n_other:
+            if acc.other_ph_first < 0:
+                acc.other_ph_first = acc.n + int(first_other)
+            acc.other_ph += int(n_other)
         acc.n += int(head["n"])
         return suffix
 
@@ -1181,6 +1220,13 @@ class _Worker:
 
 def _finish(acc: _Acc, meta: dict[str, Any] | None, n_raw: int, src: str) -> Trace:
     names, launches, ct_names = list(acc.names), acc.launches, acc.ct_names
+    if acc.other_ph:
+        many = acc.other_ph > 1
+        warnings.warn(InputWarning(
+            f"{src}: {acc.other_ph} event{'s' if many else ''} of GPU categories (the first at "
+            f"traceEvents[{acc.other_ph_first}]) {'have' if many else 'has'} another phase than a complete event "
+            f"(\"ph\": \"X\"): {'they are' if many else 'it is'} not GPU work (an instant, a begin or end mark) "
+            "and left out of the analysis."), stacklevel=2)
     cols = acc.columns()
 
     def col(k: str, dtype: Any) -> np.ndarray:
@@ -1265,8 +1311,7 @@ def _check_meta(meta: dict[str, Any], src: str) -> None:
 
 
 def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 60 else r[:57] + "..."
+    return short_value(v)
 
 
 def _check_events(src: str, seq: np.ndarray, names: list[str], name: np.ndarray, kind: np.ndarray,

@@ -9,15 +9,16 @@ In each process (``bench_workload``):
    without its check: the graph's buffers are placed in the memory state the warm-up leaves);
 2. GPU time: ``warmup`` untimed replays, then ``replays`` replays in ``blocks`` blocks between CUDA
    events (each block's end event is the next block's start), one µs-per-replay sample per block.
-   An event pair or a sync around every replay inflates small graphs, so ``per_replay`` (one pair
-   per replay) is opt-in and labelled; ``cold_cache`` zeroes a buffer twice the L2 size before each
-   replay (as triton's do_bench does) and then needs a pair per replay. What is replayed is torch's
-   own ``CUDAGraph.replay`` of the captured graph, the call a user's program makes;
+   ``per_replay`` (opt-in, labelled) gives one sample per replay instead: each replay alone between
+   its own event pair, queued behind a GPU busy-wait (``Clock.hold``) so that the sample is the
+   replay's GPU time and not the host's time to submit it; ``cold_cache`` zeroes a buffer twice the
+   L2 size before each replay (as triton's do_bench does) and is sampled the same way. What is
+   replayed is torch's own ``CUDAGraph.replay`` of the captured graph, the call a user's program makes;
 3. host cost: ``replay()`` timed on the CPU, per call, in a separate loop (first capture only);
 4. ``recaptures`` > 1: the same step captured again into a new graph with a fresh memory pool, in
    another allocator state each time (``RECAPTURE_STATES``), and timed like the first;
 5. the replay-vs-eager check of the first capture (after all timing: it allocates), then the eager
-   step timed the same way.
+   step timed the same way (per-replay samples without the hold: its launches are part of its time).
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ HOST_CALLS = 500
 HOST_CHUNK = 50
 #: Eager warm-up calls before the eager step is timed, at most.
 EAGER_WARMUP = 5
+#: Per-replay sampling: the GPU busy-wait queued ahead of the first sample, in µs (no host time
+#: of the call is known yet) ...
+HOLD_FIRST_US = 1000.0
+#: ... and ahead of each later one: this margin plus twice the host time the previous sample's
+#: event records and call took.
+HOLD_MARGIN_US = 20.0
 
 #: The allocator state each capture of ``--recaptures`` is made in, in order (the last one repeats).
 RECAPTURE_STATES = (
@@ -60,21 +67,25 @@ class Event(Protocol):
 
 
 class Clock(Protocol):
-    """Where bench's times come from: CUDA events, a wait for the GPU and a host clock. Tests pass
-    a seeded fake (as torch.utils.benchmark's ``_MockCudaTimer``)."""
+    """Where bench's times come from: CUDA events, a wait for the GPU, a GPU busy-wait and a host
+    clock. Tests pass a seeded fake (as torch.utils.benchmark's ``_MockCudaTimer``)."""
 
     def event(self) -> Event: ...
 
     def synchronize(self) -> None: ...
 
+    def hold(self, us: float) -> None: ...  # queue about ``us`` µs of GPU busy-wait (no memory touched)
+
     def host_ns(self) -> int: ...
 
 
 class CudaClock:
-    """CUDA events on the current stream, ``torch.cuda.synchronize`` and ``time.perf_counter_ns``."""
+    """CUDA events on the current stream, ``torch.cuda.synchronize``, ``torch.cuda._sleep`` (a
+    kernel spinning on the SM clock, as torch's own stream tests use) and ``time.perf_counter_ns``."""
 
     def __init__(self) -> None:
         self._torch = require_cuda("bench")
+        self._cycles_per_us: float | None = None
 
     def event(self) -> Event:
         ev: Event = self._torch.cuda.Event(enable_timing=True)
@@ -82,6 +93,25 @@ class CudaClock:
 
     def synchronize(self) -> None:
         self._torch.cuda.synchronize()
+
+    def hold(self, us: float) -> None:
+        if self._cycles_per_us is None:
+            self._cycles_per_us = self._calibrate()
+        self._torch.cuda._sleep(max(1, int(us * self._cycles_per_us)))
+
+    def _calibrate(self) -> float:
+        """SM cycles per µs of ``_sleep``, measured; the largest of three (the first may run at an
+        idle clock, and a hold that runs longer than asked does no harm, a shorter one would)."""
+        cuda, n = self._torch.cuda, 200_000
+        rates: list[float] = []
+        for _ in range(3):
+            a, b = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+            a.record()
+            cuda._sleep(n)
+            b.record()
+            b.synchronize()
+            rates.append(n / max(float(a.elapsed_time(b)) * 1000.0, 1e-3))
+        return max(rates)
 
     def host_ns(self) -> int:
         return time.perf_counter_ns()
@@ -99,21 +129,36 @@ def _clock_mhz() -> int | None:
 
 
 def time_blocks(fn: Callable[[], Any], replays: int, blocks: int, *, per_replay: bool = False,
-                flush: Callable[[], Any] | None = None, clock: Clock | None = None) -> list[float]:
+                flush: Callable[[], Any] | None = None, hold: bool = True,
+                clock: Clock | None = None) -> list[float]:
     """µs per call of ``fn`` over ``replays`` calls: one sample per block (the calls split into
     ``blocks`` blocks differing by at most one call), or one per call with ``per_replay`` or
-    ``flush`` (run before every call, outside its event pair)."""
+    ``flush`` (run before every call, outside its event pair).
+
+    One sample per call: the GPU drains after each, and each call's event pair is queued behind a
+    GPU busy-wait (``clock.hold``) longer than the host takes to submit the pair and the call (twice
+    the previous call's host time, plus a margin). Without it an idle GPU records the start event
+    at once and then waits for the host to submit the call, and the sample measures the host's
+    launch latency rather than the call's GPU time (more than the flush of ``cold_cache``, itself
+    queued ahead, would let through: a warm sample slower than a cold one). ``hold=False`` times
+    each call from the GPU's start event to its end with the launches in it: the eager step's
+    time, whose launches are what a graph saves."""
     clock = clock or CudaClock()
     if per_replay or flush is not None:
         starts = [clock.event() for _ in range(replays)]
         ends = [clock.event() for _ in range(replays)]
+        hold_us = HOLD_FIRST_US
         for i in range(replays):
             if flush is not None:
                 flush()
+            if hold:
+                clock.hold(hold_us)
+            t0 = clock.host_ns()
             starts[i].record()
             fn()
             ends[i].record()
-        clock.synchronize()
+            hold_us = HOLD_MARGIN_US + 2.0 * (clock.host_ns() - t0) / 1000.0
+            clock.synchronize()
         return [s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)]
     sizes = BenchSpec(replays=replays, blocks=blocks).block_sizes()
     # Consecutive blocks share an event (the end of one is the start of the next): half the
@@ -192,7 +237,7 @@ def measure(first: Any, spec: BenchSpec, *, replay_of: Callable[[Any], Callable[
             first.eager()
         clock.synchronize()
         eager_us = time_blocks(first.eager, max(spec.blocks, spec.replays // 10), spec.blocks,
-                               per_replay=spec.per_replay, flush=flush, clock=clock)
+                               per_replay=spec.per_replay, flush=flush, hold=False, clock=clock)
     return Timings(samples, host, eager_us)
 
 

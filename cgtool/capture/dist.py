@@ -53,7 +53,12 @@ def gather(obj: Any) -> list[Any] | None:
     import torch.distributed as dist
 
     if not dist.is_initialized():
-        raise RuntimeError("running under torchrun but the workload did not initialise torch.distributed")
+        from cgtool.errors import UsageError
+
+        raise UsageError("Running under torchrun (--nproc-per-node), but the workload did not initialise "
+                         "torch.distributed, which the ranks need to report to rank 0: call "
+                         "torch.distributed.init_process_group() in setup (see sample_workloads/tp_mlp.py), or "
+                         "run without --nproc-per-node.")
     data = json.dumps(obj).encode()
     dev = torch.device("cuda", torch.cuda.current_device())
     size = torch.tensor([len(data)], device=dev)
@@ -81,11 +86,17 @@ def maybe_relaunch(nproc: int | None, argv: list[str]) -> int | None:
     return relaunch_with_torchrun(nproc, strip_option(argv, "--nproc-per-node"))
 
 
+def torchrun_command(nproc: int, argv: list[str]) -> list[str]:
+    """The command that runs ``cgtool argv`` under torch.distributed.run with ``nproc`` processes
+    (with the environment ``{**os.environ, **NO_MULTICAST}``)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            "-m", "cgtool", *argv]
+
+
 def relaunch_with_torchrun(nproc: int, argv: list[str]) -> int:
-    """Run ``cgtool argv`` under torch.distributed.run with ``nproc`` processes; its exit code."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-           "-m", "cgtool", *argv]
-    return subprocess.run(cmd, env={**os.environ, **NO_MULTICAST}).returncode
+    """Run ``cgtool argv`` under torch.distributed.run with ``nproc`` processes; torchrun's exit code
+    (1 when any rank failed: the CLI reads each rank's own code, ``cgtool.cli._children``)."""
+    return subprocess.run(torchrun_command(nproc, argv), env={**os.environ, **NO_MULTICAST}).returncode
 
 
 def strip_option(argv: list[str], name: str) -> list[str]:

@@ -174,7 +174,9 @@ def record_trace(target: str, args: Sequence[str], output: str, *, replays: int 
         finally:
             tmp.unlink(missing_ok=True)
         doc["cgtool"] = {"schema_version": TRACE_SCHEMA_VERSION, "kind": "trace",
-                         "collector": Profiler.TORCH.value, "graphs": graphs}
+                         "collector": Profiler.TORCH.value, "graphs": graphs,
+                         # read by `deps`: with 1, every stream shares one hardware channel
+                         "CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")}
         write_json(output, doc, force=force, indent=False)
         kernels = [e for e in doc.get("traceEvents", []) if e.get("cat") == "kernel"]
         return TraceSummary(output, Profiler.TORCH.value, len(kernels), len(graphs),

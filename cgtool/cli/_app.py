@@ -13,24 +13,6 @@ from cgtool.cli._guard import EXIT_PIPE_CLOSED, guarded
 __all__ = ["EXIT_PIPE_CLOSED", "make_app", "run_app"]
 
 
-def _flags_without_type() -> None:
-    """typer 0.29 prints ``<bool>`` beside every on/off flag (``--force <bool>``); flags take no
-    value, so the help shows none. Older typer has no such column, and nothing to change."""
-    try:
-        from typer.core import TyperOption
-    except ImportError:  # pragma: no cover
-        return
-    orig = getattr(TyperOption, "display_type_rich", None)
-    if orig is None or getattr(orig, "_cgtool", False):
-        return
-
-    def display_type_rich(self: TyperOption, ctx: object) -> str | None:
-        return None if getattr(self, "is_flag", False) else orig(self, ctx)
-
-    display_type_rich._cgtool = True  # type: ignore[attr-defined]
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
-
-
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"cgtool {__version__}")
@@ -39,31 +21,44 @@ def _version(value: bool) -> None:
 
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only results and errors: no progress, no 'wrote ...' lines."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only results and errors: no progress, no 'wrote ...' lines (before or after the command)."),
 ) -> None:
     if quiet:
+        _quiet(None, None, True)
+
+
+def _quiet(ctx: object, param: object, value: object) -> object:
+    """``-q/--quiet`` given after the command (``_help.polish`` adds it to every command)."""
+    if value:
         from cgtool.cli._common import err
 
         err.quiet = True
+    return value
 
 
 def make_app() -> typer.Typer:
     """The root app with its options (--version, --quiet) and no commands yet."""
-    _flags_without_type()
     app = typer.Typer(
         name="cgtool",
         help="Capture, replay, time and inspect CUDA graphs in PyTorch.\n\n"
         "Exit codes: 0 success, 1 a check failed (regression, fake dependencies over the limit, diff "
-        "found), 2 usage error, 3 capture failed, 4 invalid input file, 141 output pipe closed early.",
+        "found), 2 usage error, 3 capture failed, 4 invalid input file, 130 interrupted (Ctrl-C), "
+        "141 output pipe closed early, 143 terminated (SIGTERM), 70 a bug in cgtool.",
         no_args_is_help=True,
         pretty_exceptions_show_locals=False,
         add_completion=True,
-        rich_markup_mode="rich",
+        rich_markup_mode=None,  # the help is cgtool's own (cli/_help.py): plain text
+        context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.callback()(_root)
     return app
 
 
 def run_app(app: typer.Typer, argv: list[str] | None = None) -> None:
-    """Entry point: run the app; CgtoolError -> its paragraph on stderr and its exit code."""
-    guarded(lambda: app(args=argv, standalone_mode=False, prog_name="cgtool"))
+    """Entry point: run the app (its click command with cgtool's help, ``_help.polish``) and exit
+    with its status (``_guard.guarded``)."""
+    from cgtool.cli._help import polish
+
+    cmd = typer.main.get_command(app)
+    polish(cmd, quiet=_quiet)
+    guarded(lambda: cmd.main(args=argv, standalone_mode=False, prog_name="cgtool"))

@@ -12,9 +12,29 @@ import typer
 from rich.console import Console
 from rich.segment import Segment
 
-from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, is_stdout
+from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, is_stdout, output_problem
 from cgtool.errors import OutputExistsError, UsageError
-from cgtool.text import shown
+from cgtool.text import ESCAPES, shown
+
+def _escape_controls_in_rich_text() -> None:
+    """rich deletes BEL, BS, VT, FF and CR from every Text it builds (``rich.control.
+    strip_control_codes``, through its module table) and keeps ESC and the others, so a kernel
+    named ``k\\x07`` showed as ``k`` while ``k\\x1b`` showed escaped. Filling that table with
+    ``cgtool.text.shown``'s escapes makes every Text show every control character the same way,
+    before the layout measures it (so table columns fit the escapes). Without the table (another
+    rich) nothing changes, and the console below still escapes what it prints."""
+    try:
+        from rich import control
+    except ImportError:  # pragma: no cover
+        return
+    table = getattr(control, "_CONTROL_STRIP_TRANSLATE", None)
+    if isinstance(table, dict) and table.get(0x07, "") is None:
+        table.clear()
+        table.update(ESCAPES)
+
+
+_escape_controls_in_rich_text()
+
 
 class _Console(Console):
     """A console that never lets input text drive the terminal: control characters in anything
@@ -52,11 +72,12 @@ def output_path(path: Optional[Path], force: bool, *, inputs: tuple[Optional[Pat
                              "Name a new file.")
     if path.is_dir():
         raise UsageError(f"{path} is a directory; give a file name.")
-    parent = next((a for a in path.parents if a.exists()), None)
-    if parent is not None and not parent.is_dir():
-        raise UsageError(f"Cannot write {path}: {parent} is a file, not a folder. Choose another path.")
-    if parent is not None and path.parent == parent and not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"Cannot write {path}: the folder {parent} is not writable. Choose another path.")
+    problem = output_problem(path)
+    if problem:
+        raise UsageError(f"Cannot write {path}: {problem}.")
+    folder = Path(os.path.realpath(path)).parent
+    if not path.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"Cannot write {path}: the folder {folder} is not writable. Choose another path.")
     if path.exists() and not force:
         raise OutputExistsError(path)
     return path

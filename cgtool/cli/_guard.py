@@ -3,22 +3,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 import warnings
-from typing import Callable
+from typing import Callable, Iterator, NoReturn
 
-from cgtool.errors import CgtoolError, ExitCode, InputWarning
+from cgtool.errors import CgtoolError, ExitCode, InputWarning, Terminated
 
 
-def _pipe_closed() -> None:
-    """The reader of stdout went away (``| head``): exit 141 without another complaint from
-    Python's flush at exit."""
+def _pipe_closed() -> int:
+    """The reader of stdout went away (``| head``): 141, and no other complaint from Python's
+    flush at exit."""
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (AttributeError, OSError, ValueError):  # not a real file (tests): nothing to redirect
         pass
-    sys.exit(EXIT_PIPE_CLOSED)
+    return EXIT_PIPE_CLOSED
 
 
 def _is(e: BaseException, name: str) -> bool:
@@ -28,7 +31,7 @@ def _is(e: BaseException, name: str) -> bool:
 
 #: Exit code when the reader of our output went away (``cgtool topo ... | head -1``): 128 + SIGPIPE,
 #: as a shell reports a program that the signal stopped.
-EXIT_PIPE_CLOSED = 141
+EXIT_PIPE_CLOSED = int(ExitCode.PIPE_CLOSED)
 
 
 def _paragraph(text: str) -> None:
@@ -101,57 +104,124 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 _orig_showwarning = warnings.showwarning
 
 
-def guarded(call: Callable[[], object]) -> None:
-    """Run a command: CgtoolError -> its paragraph on stderr and its exit code; exits."""
+def exit_status(code: object) -> int:
+    """A command's result as a process exit status, as Python's own ``sys.exit`` reads it: None is 0,
+    an integer is itself (a negative one, a child killed by signal N, is 128 + N; beyond 255 is 1, which
+    the system would otherwise cut to its low byte), anything else is printed and gives 1."""
+    if code is None or isinstance(code, bool) and not code:
+        return 0
+    if isinstance(code, int):
+        return 128 - code if -64 < code < 0 else code if 0 <= code <= 255 else 1
+    _paragraph(f"cgtool: {code}")
+    return 1
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _signals() -> Iterator[None]:
+    """SIGTERM raises ``Terminated`` in the main thread for the run (SIGINT already raises
+    KeyboardInterrupt); a disposition the parent set to ignore it is kept, and the old one is
+    restored afterwards (``main`` may run several times in one process, as in the tests)."""
+    old = None
+    if threading.current_thread() is threading.main_thread():
+        try:
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                old = signal.signal(signal.SIGTERM, _terminate)
+        except (ValueError, OSError):  # pragma: no cover - no signals here
+            old = None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+
+
+def outcome(call: Callable[[], object]) -> int:
+    """Run a command and map every way it can end to its exit status, printing the paragraph that
+    goes with it: a return (typer and click, run with ``standalone_mode=False``, RETURN the code of
+    ``typer.Exit`` and 130 for Ctrl-C instead of raising), ``SystemExit``, a ``CgtoolError``, Ctrl-C
+    (130), SIGTERM (143), a closed output pipe (141), a missing dependency (2), a bug (70)."""
     common = sys.modules.get("cgtool.cli._common")  # not loaded yet: its consoles are new, loud
     if common is not None:
         common.out.quiet = common.err.quiet = False  # a run starts loud (main may run several times)
     try:
-        with warnings.catch_warnings():
+        with _signals(), warnings.catch_warnings():
             warnings.simplefilter("always", InputWarning)
             warnings.showwarning = _show_warning
-            call()
-        sys.stdout.flush()
+            code = exit_status(call())
+            if code == ExitCode.INTERRUPTED:  # typer turned a KeyboardInterrupt into this return
+                _paragraph("cgtool: interrupted.")
+            sys.stdout.flush()
+        return code
     except CgtoolError as e:
         _paragraph(f"cgtool: {e.message}")
-        sys.exit(int(e.exit_code))
+        return int(e.exit_code)
     except BrokenPipeError:
-        _pipe_closed()
+        return _pipe_closed()
     except SystemExit as e:
         # click handles a closed pipe inside a command itself: it wraps stdout so that the final
         # flush stays quiet and exits 1, the code of a failed check. Say what happened instead.
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":
-            _pipe_closed()
-        raise e
+            return _pipe_closed()
+        return exit_status(e.code)
     except KeyboardInterrupt:
         _paragraph("cgtool: interrupted.")
-        sys.exit(130)
+        return int(ExitCode.INTERRUPTED)
+    except Terminated as e:
+        _paragraph(f"cgtool: terminated ({signal.Signals(e.signum).name}).")
+        return 128 + e.signum
     except MemoryError:
         _paragraph("cgtool: out of memory while reading or analysing the input (the machine, or a limit such "
                    "as `ulimit -v`, allows less than this input needs). Lower --max-bytes to refuse such inputs "
                    "early, or run where more memory is available.")
-        sys.exit(int(ExitCode.INVALID_INPUT))
+        return int(ExitCode.INVALID_INPUT)
     except RecursionError:
         _paragraph("cgtool: the input nests too deeply to analyse (a recursion limit was reached). No cgtool "
                    "artifact nests like this: check that it is the file you meant.")
-        sys.exit(int(ExitCode.INVALID_INPUT))
+        return int(ExitCode.INVALID_INPUT)
     except Exception as e:
         dist = missing_dependency(e)
         if dist is not None:
             exit_missing_dependency(dist)
         if _is(e, "Exit"):
-            sys.exit(getattr(e, "exit_code", 0))
+            return exit_status(getattr(e, "exit_code", 0))
         if _is(e, "Abort"):
             _paragraph("cgtool: interrupted.")
-            sys.exit(130)
+            return int(ExitCode.INTERRUPTED)
         if _is(e, "ClickException"):  # usage errors: click's own message and usage line
             e.show()  # type: ignore[attr-defined]
-            sys.exit(int(ExitCode.USAGE))
+            return int(ExitCode.USAGE)
         if os.environ.get("CGTOOL_DEBUG"):
             raise
         _paragraph(
             f"cgtool: internal error ({type(e).__name__}: {e}). This is a bug in cgtool: please "
             "report it with the command line. Set CGTOOL_DEBUG=1 to see the traceback."
         )
-        sys.exit(70)
-    sys.exit(0)
+        return int(ExitCode.INTERNAL)
+
+
+#: Set by ``cgtool.cli._children.run_ranks`` for the processes torchrun starts: each rank writes its
+#: exit status there (``rank<R>``), because torchrun itself exits 1 whatever its children's codes were.
+RANK_STATUS_ENV = "CGTOOL_RANK_STATUS_DIR"
+
+
+def _report_rank_status(code: int) -> None:
+    folder, rank = os.environ.get(RANK_STATUS_ENV), os.environ.get("RANK")
+    if not folder or rank is None or not rank.isdigit():
+        return
+    try:
+        with open(os.path.join(folder, f"rank{int(rank)}"), "w") as f:
+            f.write(f"{code}\n")
+    except OSError:  # the parent reads a missing status as "ended without one"
+        pass
+
+
+def guarded(call: Callable[[], object]) -> NoReturn:
+    """Run a command and exit with its status (``outcome``): the one path from a command's result to
+    the process's exit status."""
+    code = outcome(call)
+    _report_rank_status(code)
+    sys.exit(code)

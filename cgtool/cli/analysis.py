@@ -1,10 +1,14 @@
-"""Analysis commands: they read files and need no GPU and no torch."""
+"""Analysis commands: they read files and need no GPU and no torch.
+
+Every command takes the inputs of the one input model (``cgtool.inspect.inputs``, the table in
+docs/inputs.md) and the same graph selector (``--graph-id``, ``PATH#n``, ``--rank``, ``--process``).
+"""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.text import Text
@@ -12,6 +16,7 @@ from rich.text import Text
 from cgtool.cli._common import DEFAULT_MAX_BYTES, Force, JsonOut, MaxBytes, console_for, err, out, output_path, wrote
 from cgtool.errors import CheckFailed, UsageError
 from cgtool.inspect import DEFAULT_TOLERANCE_US
+
 
 def _finite_tolerance(v: float) -> float:
     if not math.isfinite(v) or not 0 <= v <= 1e6:
@@ -21,148 +26,198 @@ def _finite_tolerance(v: float) -> float:
 
 Tolerance = Annotated[float, typer.Option(callback=_finite_tolerance, help="B counts as after A when it starts no earlier than this (µs) before A's end (0 to 1000000).")]
 Top = Annotated[int, typer.Option(min=0, help="Rows in the top-fake table.")]
+INPUT_HELP = ("a graph export, a cgtool trace (embeds its graphs), a torch.profiler trace (with --graph), a capture "
+              "bundle, a per-rank folder, a `cgtool record` folder; PATH#n picks its graph #n (docs/inputs.md)")
+GraphId = Annotated[Optional[int], typer.Option("--graph-id", min=0, help="Where the input holds several graphs: the one of this exec graph id.")]
+Rank = Annotated[Optional[int], typer.Option("--rank", min=0, help="Where the input holds several ranks: this rank's.")]
+Process = Annotated[Optional[str], typer.Option("--process", help="Where a recording holds several processes: this one's (its pid or folder).")]
+
+
+def _selector(graph_id: Optional[int], rank: Optional[int], process: Optional[str]) -> Any:
+    from cgtool.inspect.inputs import Selector
+
+    return Selector(graph_id=graph_id, rank=rank, process=process)
+
+
+def _path(arg: str) -> Path:
+    from cgtool.inspect.inputs import split_number
+
+    return split_number(arg)[0]
 
 
 def deps(
-    trace: Annotated[Path, typer.Argument(help="Chrome trace (.json or .json.gz): cgtool's, or torch.profiler's; a `cgtool record` folder; or a folder of per-rank traces.")],
-    graph: Annotated[Optional[list[Path]], typer.Option("--graph", "-g", help="Graph export(s) of the traced instantiation; optional for cgtool traces, which embed theirs.")] = None,
+    trace: Annotated[str, typer.Argument(help="The trace: " + INPUT_HELP + "; a folder's traces are analysed one by one.")],
+    graph: Annotated[Optional[list[Path]], typer.Option("--graph", "-g", help="Graph export(s) of the traced instantiation; needed for a profiler trace, optional for cgtool traces, which embed theirs.")] = None,
     json_out: JsonOut = None,
     tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,
-    fail_on_fake: Annotated[Optional[int], typer.Option(min=0, help="Exit 1 when more than N fake dependencies are found.")] = None,
+    fail_on_fake: Annotated[Optional[int], typer.Option(min=0, help="Exit 1 when more than N distinct fake dependencies (pairs of nodes, each counted once however many replays show it) are found: the count does not grow with the replays traced. Needs hardware channels (a `cgtool trace`): without them fake dependencies are not visible and the check is refused (exit 2).")] = None,
     annotate: Annotated[Optional[Path], typer.Option(help="Write a copy of the trace with true edges as flow arrows and fake serializations marked.")] = None,
     compare: Annotated[Optional[Path], typer.Option("--compare", help="Another trace of the same graph (e.g. another CUDA_DEVICE_MAX_CONNECTIONS): judge the two by measured span per replay.")] = None,
+    max_connections: Annotated[Optional[int], typer.Option("--max-connections", min=1, max=32, help="The CUDA_DEVICE_MAX_CONNECTIONS the traced program ran with, for a trace without channel data that does not record it: with 1, every stream's work went through one hardware channel, so fake dependencies are found exactly.")] = None,
+    graph_id: GraphId = None,
+    rank: Rank = None,
+    process: Process = None,
     top: Top = 10,
     force: Force = False,
     max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
 ) -> None:
     """True and fake dependencies: classify every serialization a trace shows against the graph."""
-    from cgtool.inspect.files import recorded_trace
+    from cgtool.inspect.files import deps_runs
 
-    trace = recorded_trace(trace)  # a `cgtool record` folder: its trace
     for p in (json_out, annotate):
-        output_path(p, force, inputs=(trace, compare, *(graph or [])))
-    if trace.is_dir():
-        if graph or annotate or compare:
-            raise UsageError("With a folder of per-rank traces, --graph, --annotate and --compare are not taken: "
-                             "each cgtool trace embeds its graph; take one rank's file at a time for the others.")
-        n_fake = _deps_ranks(trace, json_out, tolerance_us, top, force, max_bytes)
-    else:
-        n_fake = _deps_file(trace, graph or [], json_out, annotate, compare, tolerance_us, top, force, max_bytes)
-    wrote(json_out)
-    if fail_on_fake is not None and n_fake > fail_on_fake:
-        raise CheckFailed(f"{n_fake} fake dependencies found, more than --fail-on-fake {fail_on_fake}.")
-
-
-def _deps_ranks(folder: Path, json_out: Optional[Path], tolerance_us: float, top: int, force: bool,
-                max_bytes: int | None) -> int:
-    from cgtool.artifacts.jsonio import write_json
-    from cgtool.inspect.files import deps_of_ranks
-    from cgtool.report.summary_md import append_step_summary, deps_summary_md
-    from cgtool.report.tables import deps_doc, deps_ranks_table, deps_report, show
-
+        output_path(p, force, inputs=(_path(trace), compare, *(graph or [])))
+    runs = deps_runs(trace, graph or [], selector=_selector(graph_id, rank, process), tolerance_us=tolerance_us,
+                     max_bytes=max_bytes, keep_doc=annotate is not None, max_connections=max_connections)
+    if len(runs) > 1 and (annotate or compare):
+        raise UsageError(f"{_path(trace)} holds {len(runs)} traces; --annotate and --compare take one: pick it with "
+                         "--rank/--process, or pass one trace file.")
     con = console_for(json_out)
-    ranks = deps_of_ranks(folder, tolerance_us=tolerance_us, max_bytes=max_bytes)
-    for r, rd in ranks.items():
-        con.rule(Text(f"rank {r}: {rd.path}"))
-        deps_report(con, rd.result, top=top, sources=rd.sources, overhead=rd.overhead)
-    results = {r: rd.result for r, rd in ranks.items()}
-    show(con, deps_ranks_table(results))
-    if json_out is not None:
-        docs = {str(r): deps_doc(rd.result, rd.overhead) for r, rd in ranks.items()}
-        write_json(json_out, {"schema_version": 1, "ranks": docs}, force=force)
-    append_step_summary(deps_summary_md({f"rank {r}": res for r, res in results.items()}))
-    return sum(res.n_fake for res in results.values())
-
-
-def _deps_file(trace: Path, graph: list[Path], json_out: Optional[Path], annotate: Optional[Path],
-               compare: Optional[Path], tolerance_us: float, top: int, force: bool, max_bytes: int | None) -> int:
-    from cgtool.artifacts.jsonio import write_json
-    from cgtool.inspect.annotate import annotate_trace
-    from cgtool.inspect.deps import compare_traces
-    from cgtool.inspect.files import deps_of_file
-    from cgtool.report.summary_md import append_step_summary, deps_summary_md
-    from cgtool.report.tables import compare_report, deps_doc, deps_report
-
-    con = console_for(json_out)
-    run = deps_of_file(trace, graph, tolerance_us=tolerance_us, max_bytes=max_bytes, keep_doc=annotate is not None)
-    overhead = run.trace.tracer_overhead
-    deps_report(con, run.result, top=top, sources=run.sources(), overhead=overhead)
-    compared = None
-    if compare is not None:
-        other = deps_of_file(compare, graph, tolerance_us=tolerance_us, max_bytes=max_bytes)
-        compared = compare_traces(run.result, other.result, str(trace), str(compare))
-        compare_report(con, compared)
+    compared = _deps_show(con, runs, graph or [], compare, tolerance_us, top, max_bytes, max_connections)
     if json_out is not None:  # built only when asked for: a trace may hold 100,000s of replays
-        doc = deps_doc(run.result, overhead)
-        if compared is not None:
-            doc["compare"] = compared
-        write_json(json_out, doc, force=force)
-    if annotate is not None and run.doc is not None:
+        from cgtool.artifacts.jsonio import write_json
+
+        write_json(json_out, _deps_json(runs, compared), force=force)
+        wrote(json_out)
+    if annotate is not None:
+        from cgtool.artifacts.jsonio import write_json
+        from cgtool.inspect.annotate import annotate_trace
+
+        run = runs[0]
+        assert run.doc is not None
         write_json(annotate, annotate_trace(run.doc, run.result, run.graphs), force=force, indent=False)
         wrote(annotate, "(open it in Perfetto)")
-    append_step_summary(deps_summary_md({str(trace): run.result}))
-    return run.result.n_fake
+    from cgtool.report.summary_md import append_step_summary, deps_summary_md
+
+    append_step_summary(lambda: deps_summary_md({r.label: r.result for r in runs}))
+    if fail_on_fake is not None:
+        hidden = [r.label for r in runs if not r.result.fake_visible]
+        if hidden:
+            raise UsageError(f"--fail-on-fake cannot be checked on {hidden[0]}: it has no hardware channel data, so "
+                             "fake dependencies are not visible in it (unknown is not 0). Check a `cgtool trace` of "
+                             "the workload, whose traces carry channels.")
+        n_fake = sum(sum(1 for f in r.result.fakes()) for r in runs)
+        if n_fake > fail_on_fake:
+            raise CheckFailed(f"{n_fake} distinct fake dependencies found (pairs of nodes), more than "
+                              f"--fail-on-fake {fail_on_fake}.")
+
+
+def _deps_show(con: Any, runs: list[Any], graph: list[Path], compare: Optional[Path], tolerance_us: float, top: int,
+               max_bytes: int | None, max_connections: Optional[int]) -> dict[str, Any] | None:
+    from cgtool.report.tables import compare_report, deps_ranks_table, deps_report, show
+
+    for run in runs:
+        if len(runs) > 1:
+            con.rule(Text(run.label))
+        deps_report(con, run.result, top=top, sources=run.sources(), overhead=run.overhead)
+    if len(runs) > 1:
+        ranked = {r.rank: r.result for r in runs if r.rank is not None}
+        if len(ranked) == len(runs):
+            show(con, deps_ranks_table(ranked))
+    if compare is None:
+        return None
+    from cgtool.inspect.deps import compare_traces
+    from cgtool.inspect.files import deps_runs
+
+    (other,) = deps_runs(compare, graph or [], tolerance_us=tolerance_us, max_bytes=max_bytes)  # its own setting
+    compared = compare_traces(runs[0].result, other.result, str(runs[0].path), str(compare))
+    compare_report(con, compared)
+    return compared
+
+
+def _deps_json(runs: list[Any], compared: dict[str, Any] | None) -> dict[str, Any]:
+    from cgtool.inspect.documents import deps_doc
+
+    def doc(run: Any) -> dict[str, Any]:
+        d = deps_doc(run.result, run.overhead)
+        if len(runs) > 1:  # which file each is (one trace's document is the same whatever its path)
+            d["trace"] = str(run.path)
+        d["graphs"] = {str(gid): run.result.figures(gid).to_json() for gid in run.result.graphs}
+        return d
+
+    if len(runs) == 1:
+        d = doc(runs[0])
+        if compared is not None:
+            d["compare"] = compared
+        return d
+    if all(r.rank is not None and r.process is None for r in runs):
+        return {"schema_version": 2, "ranks": {str(r.rank): doc(r) for r in runs}}
+    return {"schema_version": 2, "traces": {r.label: doc(r) for r in runs}}
 
 
 def topo(
-    graph: Annotated[Path, typer.Argument(help="Graph export (graph.json), a `cgtool record` folder, or a folder of per-rank exports.")],
-    trace: Annotated[Optional[Path], typer.Option("--trace", help="A trace of this instantiation: weights the critical path by measured durations.")] = None,
+    graph: Annotated[str, typer.Argument(help="The graph(s): " + INPUT_HELP + ".")],
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="A trace of this instantiation (a file, or a per-rank folder paired by rank): the measured span and critical path.")] = None,
     json_out: JsonOut = None,
+    graph_id: GraphId = None,
+    rank: Rank = None,
+    process: Process = None,
     force: Force = False,
     max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
 ) -> None:
     """Topology: depth, width, forks and joins, redundant edges, critical path."""
     from cgtool.artifacts.jsonio import write_json
-    from cgtool.artifacts.recording import is_single_recording
-    from cgtool.inspect.files import topo_of_file, topo_of_ranks, topo_of_recording
+    from cgtool.inspect import topo as _topo  # noqa: F401 (networkx: a missing install is said before reading)
+    from cgtool.inspect.files import graph_views
     from cgtool.report.tables import topo_table
 
-    output_path(json_out, force, inputs=(graph, trace))
+    output_path(json_out, force, inputs=(_path(graph), trace))
+    res, views, notes = graph_views(graph, trace, selector=_selector(graph_id, rank, process), command="topo",
+                                    max_bytes=max_bytes)
     con = console_for(json_out)
-    if is_single_recording(graph):
-        graphs = topo_of_recording(graph, trace, max_bytes=max_bytes)
-        for g, t in graphs.values():
-            topo_table(con, g, t)
-        doc = {"graphs": {name: t.to_json() for name, (_, t) in graphs.items()}}
-    elif graph.is_dir():
-        ranks = topo_of_ranks(graph, max_bytes=max_bytes)
-        for r, (g, t) in ranks.items():
-            con.rule(Text(f"rank {r}: {g.source}"))
-            topo_table(con, g, t)
-        doc = {"ranks": {str(r): t.to_json() for r, (_, t) in ranks.items()}}
-    else:
-        g, t = topo_of_file(graph, trace, max_bytes=max_bytes)
-        topo_table(con, g, t)
-        doc = t.to_json()
+    for v in views:
+        if len(views) > 1:
+            con.rule(Text(v.label))
+        topo_table(con, v.graph, v.topology, v.figures, title=f"topology of {v.graph.source}")
+    for n in notes:
+        con.print(f"note: {n}", markup=False, highlight=False)
     if json_out is not None:
-        write_json(json_out, doc, force=force)
+        write_json(json_out, _topo_json(views), force=force)
         wrote(json_out)
 
 
+def _topo_json(views: list[Any]) -> dict[str, Any]:
+    def one(v: Any) -> dict[str, Any]:
+        d: dict[str, Any] = v.topology.to_json()
+        if v.figures is not None:
+            d["measured"] = {**v.figures.to_json(), "trace": v.trace_source}
+        return d
+
+    if len(views) == 1:
+        return one(views[0])
+    if all(v.rank is not None for v in views) and len({v.rank for v in views}) == len(views):
+        return {"ranks": {str(v.rank): one(v) for v in views}}
+    labels = [v.label for v in views]
+    keys = [lab if labels.count(lab) == 1 else f"{lab} ({v.graph.source})" for lab, v in zip(labels, views)]
+    return {"graphs": {k: one(v) for k, v in zip(keys, views)}}
+
+
 def dot(
-    graph: Annotated[str, typer.Argument(help="Graph export (graph.json); with --driver, a TARGET to capture.")],
+    graph: Annotated[str, typer.Argument(help="The graph: " + INPUT_HELP + "; with --driver, a TARGET to capture.")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output .dot (default: standard output).")] = None,
     render: Annotated[Optional[str], typer.Option(help="Also render with Graphviz: svg or png (next to the .dot).")] = None,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="A trace of this instantiation: nodes grouped by the channel (or stream) they ran on, coloured by measured duration, fake dependencies drawn. A cgtool trace given as GRAPH is its own.")] = None,
     collapse: Annotated[int, typer.Option(min=0, help="Fold the inside of linear chains into pieces of at least N nodes (0: expand all); the ends of every chain stay.")] = 4,
     max_fold: Annotated[int, typer.Option(min=2, help="No folded piece holds more than N nodes.")] = 24,
     expand: Annotated[bool, typer.Option("--expand", help="Same as --collapse 0.")] = False,
+    graph_id: GraphId = None,
+    rank: Rank = None,
+    process: Process = None,
     driver: Annotated[bool, typer.Option("--driver", help="Capture TARGET on the GPU and write the CUDA driver's own dump (cudaGraphDebugDotPrint).")] = False,
     driver_flags: Annotated[str, typer.Option(help="With --driver: verbose (default), or a comma list of kernel,memcpy,memset,host,event,attributes,handles,conditional.")] = "verbose",
     force: Force = False,
     max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
 ) -> None:
-    """A readable Graphviz DOT of a graph export: #n and short names, critical path, chains folded, a legend; with --trace, durations and fake dependencies."""
+    """A readable Graphviz DOT of one graph: #n and short names, critical path, chains folded, a legend; with a trace, durations, lanes, fake dependencies and the trace's figures."""
     from cgtool.artifacts.jsonio import atomic_write_bytes, is_stdout
-    from cgtool.report.dot import dot_of_file, render_image
+    from cgtool.report.dot import dot_of_view, render_image
 
     if render not in (None, "svg", "png"):
         raise UsageError(f"--render takes svg or png, not {render!r}.")
     if (render or driver) and (output is None or is_stdout(output)):
         raise UsageError(f"{'--render' if render else '--driver'} needs -o FILE.dot.")
     img = output.with_suffix(f".{render}") if render and output is not None else None
-    output_path(output, force, inputs=(None if driver else Path(graph), trace))
-    output_path(img, force, inputs=(None if driver else Path(graph),))
+    output_path(output, force, inputs=(None if driver else _path(graph), trace))
+    output_path(img, force, inputs=(None if driver else _path(graph),))
     if driver:
         from cgtool.capture.bundle import write_driver_dots
 
@@ -170,7 +225,15 @@ def dot(
         for p in write_driver_dots(graph, output, driver_flags):
             wrote(p, "(the driver's dump)")
         return
-    text = dot_of_file(Path(graph), trace, collapse=0 if expand else collapse, max_fold=max_fold, max_bytes=max_bytes)
+    from cgtool.inspect.files import graph_views
+
+    res, views, notes = graph_views(graph, trace, selector=_selector(graph_id, rank, process), command="dot",
+                                    max_bytes=max_bytes, one=True)
+    v = views[0]
+    title = str(_path(graph)) if len(res.graphs) == 1 else f"{_path(graph)}: {v.label}"
+    text = dot_of_view(v, collapse=0 if expand else collapse, max_fold=max_fold, title=title)
+    for n in notes:
+        err.print(f"note: {n}", markup=False, highlight=False)
     if output is None:
         out.file.write(text)
         return
@@ -185,25 +248,30 @@ def dot(
 
 
 def diff(
-    a: Annotated[Path, typer.Argument(help="Graph export A (before).")],
-    b: Annotated[Path, typer.Argument(help="Graph export B (after).")],
+    a: Annotated[str, typer.Argument(help="Graph A (before): " + INPUT_HELP + ".")],
+    b: Annotated[str, typer.Argument(help="Graph B (after), of the same kinds.")],
     fail_on: Annotated[Optional[list[str]], typer.Option("--fail-on", help="Exit 1 when met: any, kernels-increased, nodes-increased, edges-increased, depth-increased, width-decreased, kernel-added, kernel-removed.")] = None,
     json_out: JsonOut = None,
+    graph_id: GraphId = None,
+    rank: Rank = None,
+    process: Process = None,
     force: Force = False,
     max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
 ) -> None:
     """What changed between two captures: kernels, node and edge types, depth, width, critical path."""
-    from cgtool.artifacts.graph import GraphData
     from cgtool.artifacts.jsonio import write_json
     from cgtool.inspect.diff import diff as do_diff, failed_conditions
+    from cgtool.inspect.files import diff_pair
     from cgtool.report.summary_md import append_step_summary, diff_summary_md
     from cgtool.report.tables import diff_table
 
-    output_path(json_out, force, inputs=(a, b))
-    d = do_diff(GraphData.load(a, max_bytes=max_bytes), GraphData.load(b, max_bytes=max_bytes))
+    output_path(json_out, force, inputs=(_path(a), _path(b)))
+    sel = _selector(graph_id, rank, process)
+    ga, gb = diff_pair(a, b, sel, sel, max_bytes=max_bytes)
+    d = do_diff(ga.graph, gb.graph)
     hit = failed_conditions(d, fail_on or [])
     diff_table(console_for(json_out), d)
-    append_step_summary(diff_summary_md(d, a, b))
+    append_step_summary(diff_summary_md(d, _path(a), _path(b)))
     if json_out is not None:
         write_json(json_out, d.to_json(), force=force)
         wrote(json_out)

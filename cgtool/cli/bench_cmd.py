@@ -54,7 +54,7 @@ def bench(
     runs: Annotated[int, typer.Option(min=1, help="Independent processes per workload, samples pooled: a process-level offset (memory placement, executor choices) is noise the gate must see.")] = 3,
     blocks: Annotated[int, typer.Option(min=1, help="Timed blocks (one event pair each).")] = 20,
     warmup: Annotated[int, typer.Option(min=0, help="Untimed replays first.")] = 20,
-    per_replay: Annotated[bool, typer.Option(help="One event pair per replay: a latency distribution (inflates small graphs).")] = False,
+    per_replay: Annotated[bool, typer.Option(help="One sample per replay (each replay alone, its GPU time): a latency distribution, without the overlap of back-to-back replays.")] = False,
     cold_cache: Annotated[bool, typer.Option(help="Flush L2 before every replay (implies per-replay timing).")] = False,
     no_eager: Annotated[bool, typer.Option("--no-eager", help="Skip the eager baseline.")] = False,
     recaptures: Annotated[int, typer.Option(min=1, help="Captures of the step per process, each timed, each with a fresh memory pool in another allocator state (the first as the program leaves it; then with the earlier graphs alive and one more eager output kept): the table shows the spread between captures beside the spread between replays, and the gate compares the captures' ranges when they spread wider.")] = 1,

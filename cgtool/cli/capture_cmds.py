@@ -17,12 +17,23 @@ Nproc = Annotated[Optional[int], typer.Option("--nproc-per-node", help="Start N 
 
 
 def relaunch_under_torchrun(nproc: Optional[int]) -> None:
-    """With --nproc-per-node outside torchrun: run this command under torchrun and exit with its code."""
-    from cgtool.capture import dist
+    """With --nproc-per-node outside torchrun: run this command under torchrun and exit with the
+    first failing rank's own code (torchrun's is 1 for any failure; ``cgtool.cli._children``)."""
+    import importlib.util
+    import os
 
-    code = dist.maybe_relaunch(nproc, sys.argv[1:])
-    if code is not None:
-        raise typer.Exit(code)
+    from cgtool.capture import dist
+    from cgtool.cli._children import run_ranks
+    from cgtool.errors import MissingExtraError, UsageError
+
+    if nproc is None or dist.distributed():
+        return
+    if nproc < 1:
+        raise UsageError("--nproc-per-node must be at least 1.")
+    if importlib.util.find_spec("torch") is None:
+        raise MissingExtraError("--nproc-per-node (torchrun, from torch)")
+    argv = dist.strip_option(sys.argv[1:], "--nproc-per-node")
+    raise typer.Exit(run_ranks(dist.torchrun_command(nproc, argv), nproc, {**os.environ, **dist.NO_MULTICAST}))
 
 
 def capture(
@@ -127,16 +138,20 @@ def trace(
 
 
 def doctor(json_out: JsonOut = None, force: Force = False) -> None:
-    """What this machine supports: torch, CUDA, where tools ids come from, CUPTI, Graphviz."""
+    """What this machine supports: torch and its CUDA build, the CUDA device and driver, where tools
+    ids come from, cuda-bindings, cupti-python, cgtool's compiled parts, Graphviz.
+
+    With --json: the values (booleans, versions, names; null where unknown, with the reason under
+    "unknown")."""
     from cgtool.artifacts.jsonio import write_json
-    from cgtool.capture.machine import machine_facts
+    from cgtool.capture.machine import facts_display, facts_json, machine_facts
     from cgtool.report.tables import facts_table, show
 
     output_path(json_out, force)
     facts = machine_facts()
-    show(console_for(json_out), facts_table("cgtool doctor", facts))
+    show(console_for(json_out), facts_table("cgtool doctor", facts_display(facts)))
     if json_out is not None:
-        write_json(json_out, facts, force=force)
+        write_json(json_out, facts_json(facts), force=force)
         wrote(json_out)
 
 

@@ -6,7 +6,6 @@ analysis on real recordings from an NVIDIA H200 that ship inside cgtool, and say
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 from importlib import resources
@@ -15,6 +14,7 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
+from cgtool.cli._children import run_child
 from cgtool.cli._common import err, out
 from cgtool.errors import UsageError
 
@@ -89,10 +89,11 @@ def _gpu_demo(workload: str) -> None:
     ]
     for title, argv in steps:
         _section(title)
-        r = subprocess.run(argv)
-        if r.returncode not in (0,):
-            err.print(f"cgtool demo: step '{title}' exited {r.returncode}.", markup=False)
-            raise typer.Exit(r.returncode)
+        code = run_child(argv)
+        if code != 0:
+            err.print(f"cgtool demo: step '{title}' exited {code}; the demo stops there (files in {tmp}).",
+                      markup=False)
+            raise typer.Exit(code)
     err.print(f"files in {tmp}", markup=False)
 
 

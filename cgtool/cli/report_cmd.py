@@ -16,8 +16,8 @@ from cgtool.text import plural
 
 
 def report(
-    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", show_default=False, help="Capture bundles, graph exports, traces (cgtool's, or torch.profiler's beside the export), bench results, per-rank or `cgtool record` folders: files are told apart by content.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write.")] = Path("report.html"),
+    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT...", show_default=False, help="Graph exports, traces (cgtool's, or torch.profiler's beside the export), capture bundles, per-rank or `cgtool record` folders, folders of artifacts, bench results: told apart by content (docs/inputs.md).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write (`-`: standard output).")] = Path("report.html"),
     baseline: Annotated[Optional[Path], typer.Option(help="Bench results to judge the bench inputs against (plotted beside them).")] = None,
     title: Annotated[Optional[str], typer.Option(help="The page's title (default: cgtool report: the inputs' names).")] = None,
     collapse: Annotated[int, typer.Option(min=0, help="Fold the inside of linear chains of at least N nodes (0: unfold all).")] = MIN_FOLD,
@@ -32,10 +32,10 @@ def report(
     from cgtool.inspect.gather import gather
     from cgtool.report.html import render_html
     from cgtool.report.plots import have_matplotlib
-    from cgtool.report.summary_md import REPORT_URL_ENV, append_step_summary
+    from cgtool.report.summary_md import REPORT_URL_ENV, append_step_summary, report_summary_md
 
-    if is_stdout(output):
-        raise UsageError("cgtool report writes a file: give -o report.html.")
+    if is_stdout(output) and open_:
+        raise UsageError("--open needs the page in a file: give -o report.html, not -o -.")
     output_path(output, force, inputs=(*inputs, baseline))
     data = gather(inputs, baseline=baseline, tolerance_us=DEFAULT_TOLERANCE_US, max_bytes=max_bytes)
     plots = have_matplotlib()
@@ -51,9 +51,8 @@ def report(
     page = render_html(data, title=title, plots=plots, min_fold=collapse, max_fold=max_fold, recordings=recordings)
     atomic_write_bytes(output, page.encode(), force=force)
     wrote(output, f"({plural(len(data.graphs), 'graph')}, {plural(len(data.bench), 'bench result')})")
-    url = os.environ.get(REPORT_URL_ENV, "").strip()
-    append_step_summary(f"\n### cgtool report\n\n[{url or output}]({url or output}): "
-                        f"{len(data.graphs)} graph(s), {len(data.bench)} bench result(s)\n")
+    url = os.environ.get(REPORT_URL_ENV, "").strip() or ("" if is_stdout(output) else str(output))
+    append_step_summary(report_summary_md(data, url))
     if open_:
         import webbrowser
 

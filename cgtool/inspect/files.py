@@ -1,35 +1,36 @@
-"""Analyses started from files: load the artifacts, match them, run the analysis.
-
-The CLI calls these with the paths it was given; each returns typed results for a renderer.
+"""Analyses started from the paths a command was given: resolve the inputs (``inspect.inputs``),
+check that they hold what the command needs, run the analysis once per trace, and return typed
+results for a renderer. One domain function per command.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
-from cgtool.artifacts.ranks import rank_files
-from cgtool.artifacts.recording import graph_paths, is_single_recording, load_recordings, trace_path
-from cgtool.artifacts.trace import Trace, TracerOverhead, load_trace, load_trace_and_doc
+from cgtool.artifacts.trace import Trace, TracerOverhead
 from cgtool.errors import UsageError
 from cgtool.inspect import DEFAULT_TOLERANCE_US
-from cgtool.inspect.deps import DepsResult, analyze, graphs_from_trace, measured_path
-from cgtool.inspect.deps import node_lanes as deps_node_lanes
-
-if TYPE_CHECKING:  # imported where used: networkx, under topo, is not needed by `deps`
-    from cgtool.inspect import topo
-
+from cgtool.inspect.inputs import (GraphItem, InputKind, Resolved, Selector, TraceSource, attach_trace, listing,
+                                   one_graph, require, resolve, selected)
+from cgtool.inspect.results import DepsResult
+from cgtool.inspect.views import Analyses, GraphView
 
 @dataclass
 class DepsRun:
     """A deps analysis with what it was computed from."""
 
-    trace: Trace
+    label: str
+    path: Path
+    rank: int | None
+    process: str | None
+    trace: Trace | None  # None once dropped (a folder may hold many ranks' large traces)
     graphs: list[GraphData]
     result: DepsResult
+    overhead: TracerOverhead | None
     doc: dict[str, Any] | None = None  # the whole trace document, when asked for (annotation)
 
     def sources(self) -> dict[int, str]:
@@ -37,90 +38,138 @@ class DepsRun:
         return {k: v for g in self.graphs for k, v in g.source_labels().items()}
 
 
+def _given_graphs(paths: Sequence[Path], max_bytes: int | None) -> list[GraphData]:
+    out: list[GraphData] = []
+    for p in paths:
+        r = resolve(p, max_bytes=max_bytes)
+        if not r.graphs:
+            raise UsageError(f"{p} (given with --graph) is {r.kind.value}, which holds no graph export.")
+        out += [i.graph for i in selected(r, Selector())]
+    return out
+
+
+def deps_runs(inp: Path | str, graph_paths: Sequence[Path] = (), *, selector: Selector = Selector(),
+              tolerance_us: float = DEFAULT_TOLERANCE_US, max_bytes: int | None = DEFAULT_MAX_BYTES,
+              keep_doc: bool = False, keep_trace: bool = False, max_connections: int | None = None) -> list[DepsRun]:
+    """Classify the serializations of every trace ``inp`` holds (one file, or a folder's per rank
+    and process) against its graphs: the given exports, else the ones embedded or beside it.
+    ``selector`` narrows the traces (rank, process) and the graphs analysed (exec graph id, ``#n``)."""
+    res = resolve(inp, max_bytes=max_bytes)
+    given = _given_graphs(graph_paths, max_bytes) if graph_paths else []
+    require(res, "deps", have_graph=bool(given))
+    traces = [ts for ts in res.traces if (selector.rank is None or ts.rank == selector.rank)
+              and (selector.process is None or ts.process == selector.process)]
+    if not traces:
+        raise UsageError(f"{res.path} holds no trace {selector.describe()}; its traces: "
+                         + ", ".join(f"{t.path} (rank {t.rank})" for t in res.traces) + ".")
+    sel = Selector(selector.graph_id, res.number if res.number is not None else selector.number)
+    out = []
+    analyses = Analyses(tolerance_us=tolerance_us, max_bytes=max_bytes, max_connections=max_connections)
+    for ts in traces:
+        if given:
+            ts = TraceSource(ts.path, given, False, ts.rank, ts.process, ts._trace)
+        elif not ts.graphs:
+            raise UsageError(f"{ts.path} is a profiler trace with no graph export in it or beside it: pass the "
+                             f"export of the replayed graph with --graph (`cgtool deps {ts.path} --graph GRAPH.json`).")
+        if not sel.empty:
+            items = [i for i in res.graphs if i.trace is ts] or [
+                GraphItem(g.source, g, k, ts.rank, ts.process, ts) for k, g in enumerate(ts.graphs)]
+            keep = {i.graph.exec_graph_id for i in sel.pick(items, res.path)}
+            ts = TraceSource(ts.path, [g for g in ts.graphs if g.exec_graph_id in keep], ts.embedded, ts.rank,
+                             ts.process, ts._trace)
+        result = analyses.of(ts)
+        t = ts.load(max_bytes)
+        doc = None
+        if keep_doc:
+            from cgtool.artifacts.jsonio import load_json
+
+            doc = load_json(ts.path, max_bytes=max_bytes)
+        label = str(ts.path) if len(traces) == 1 else _trace_label(ts)
+        out.append(DepsRun(label, ts.path, ts.rank, ts.process, t if keep_trace else None, ts.graphs, result,
+                           t.tracer_overhead, doc))
+        if not keep_trace:
+            ts.forget()
+    return out
+
+
+def _trace_label(ts: TraceSource) -> str:
+    who = (f"rank {ts.rank}" if ts.rank is not None else "") + (f" process {ts.process}" if ts.process else "")
+    return f"{who.strip()}: {ts.path}" if who.strip() else str(ts.path)
+
+
 def deps_of_file(trace_path: Path, graph_paths: Sequence[Path] = (), *, tolerance_us: float = DEFAULT_TOLERANCE_US,
-                 max_bytes: int | None = DEFAULT_MAX_BYTES, keep_doc: bool = False) -> DepsRun:
+                 max_bytes: int | None = DEFAULT_MAX_BYTES, keep_doc: bool = False,
+                 max_connections: int | None = None) -> DepsRun:
     """Classify the serializations of one trace file against the given exports (or its embedded ones)."""
-    doc = None
-    if keep_doc:
-        t, doc = load_trace_and_doc(trace_path, max_bytes=max_bytes)
-    else:
-        t = load_trace(trace_path, max_bytes=max_bytes)
-    gs = [GraphData.load(p, max_bytes=max_bytes) for p in graph_paths] if graph_paths else graphs_from_trace(t)
-    return DepsRun(t, gs, analyze(t, gs, tolerance_us=tolerance_us), doc)
+    (run,) = deps_runs(trace_path, graph_paths, tolerance_us=tolerance_us, max_bytes=max_bytes, keep_doc=keep_doc,
+                       keep_trace=True, max_connections=max_connections)
+    return run
 
 
-def recorded_trace(path: Path) -> Path:
-    """A one-process ``cgtool record`` folder -> its trace file; any other path unchanged."""
-    if not is_single_recording(path):
-        return path  # a trace file, or per-rank recordings (read as a per-rank folder)
-    (rec,) = load_recordings(path)
-    t = trace_path(rec)
-    if t is None:
-        raise UsageError(f"The recording {path} has no trace: record with `--trace-replays K` to get one.")
-    return t
+def graph_views(inp: Path | str, trace: Path | str | None = None, *, selector: Selector = Selector(),
+                command: str = "topo", tolerance_us: float = DEFAULT_TOLERANCE_US,
+                max_bytes: int | None = DEFAULT_MAX_BYTES, one: bool = False) -> tuple[Resolved, list[GraphView], list[str]]:
+    """The graphs of ``inp`` (those ``selector`` names; with ``one``, exactly one), each timed by
+    its trace: the one it holds, or ``trace`` given beside it (paired per rank)."""
+    res = resolve(inp, max_bytes=max_bytes)
+    tres = resolve(trace, max_bytes=max_bytes) if trace is not None else None
+    require(res, command)
+    items = [one_graph(res, selector, command)] if one else selected(res, selector)
+    notes = list(res.notes)
+    if tres is not None:
+        if tres.kind not in (InputKind.CGTOOL_TRACE, InputKind.PROFILER_TRACE, InputKind.RANKS, InputKind.RECORD,
+                             InputKind.FOLDER) or not tres.traces:
+            raise UsageError(f"{tres.path} (given with --trace) is {tres.kind.value} holding no trace.")
+        notes += attach_trace(items, tres)
+    analyses = Analyses(tolerance_us=tolerance_us, max_bytes=max_bytes)
+    views = []
+    for item in items:
+        if item.trace is not None and item.trace.embedded and item.path is not None:
+            _check_same(item)
+        views.append(analyses.view(item))
+    return res, views, notes
+
+
+def _check_same(item: GraphItem) -> None:
+    """An export given beside a cgtool trace must be the graph the trace embeds under its id."""
+    from cgtool.errors import InvalidInputError
+    from cgtool.inspect.inputs import same_graph
+
+    assert item.trace is not None
+    emb = {g.exec_graph_id: g for g in item.trace.graphs}
+    g = emb.get(item.graph.exec_graph_id)
+    if g is None:
+        raise InvalidInputError(
+            f"{item.trace.path} holds graph work of exec graph id(s) {sorted(emb)}, but {item.path} is exec graph "
+            f"{item.graph.exec_graph_id}. A trace and an export join only when they come from the same "
+            "instantiation (re-instantiating makes a new id): pass the export written with this trace.")
+    if not same_graph(g, item.graph):
+        raise InvalidInputError(
+            f"{item.path} is exec graph {g.exec_graph_id}, as is a graph {item.trace.path} embeds, but their nodes "
+            "differ: exec graph ids are counters per process, so they come from different runs. Pass the export "
+            "written with this trace (or the trace alone: it embeds its graphs).")
+
+
+def diff_pair(a: Path | str, b: Path | str, sel_a: Selector, sel_b: Selector, *,
+              max_bytes: int | None = DEFAULT_MAX_BYTES) -> tuple[GraphItem, GraphItem]:
+    """The two graphs `diff` compares: one from each input."""
+    out = []
+    for p, sel in ((a, sel_a), (b, sel_b)):
+        r = resolve(p, max_bytes=max_bytes)
+        require(r, "diff")
+        out.append(one_graph(r, sel, "diff"))
+    return out[0], out[1]
 
 
 def topo_of_recording(folder: Path, trace: Path | None = None, *,
-                      max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[str, tuple[GraphData, topo.Topology]]:
+                      max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[str, tuple[GraphData, Any]]:
     """Every graph of a one-process recording (by file name), weighted by its trace when it has one."""
-    from cgtool.inspect import topo
-
-    (rec,) = load_recordings(folder)
-    t_path = trace or trace_path(rec)
-    tr = load_trace(t_path, max_bytes=max_bytes) if t_path else None
-    traced = set(tr.graph_ids()) if tr is not None and tr.has_graph_ids else None
-    out = {}
-    for p in graph_paths(rec):
-        g = GraphData.load(p, max_bytes=max_bytes)
-        # A graph the program never replayed after the trace's warm-up has no events: static only.
-        in_trace = tr is not None and (traced is None or g.exec_graph_id in traced)
-        measured = measured_path(tr, g) if tr is not None and in_trace else None
-        out[p.name] = (g, topo.analyze(g, measured=measured))
+    _, views, _ = graph_views(folder, trace, max_bytes=max_bytes)
+    out: dict[str, tuple[GraphData, Any]] = {}
+    for v in views:
+        name = Path(v.graph.source).name
+        out[name] = (v.graph, v.topology)
     return out
 
 
-@dataclass
-class RankDeps:
-    """One rank's deps result with what its report shows beside it (the trace itself is not kept:
-    a folder may hold many ranks' large traces)."""
-
-    path: Path
-    result: DepsResult
-    overhead: TracerOverhead | None
-    sources: dict[int, str]  # tools id -> source label, from the rank's exports
-
-
-def deps_of_ranks(folder: Path, *, tolerance_us: float = DEFAULT_TOLERANCE_US,
-                  max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[int, RankDeps]:
-    """Per rank (read from each file), its trace file and deps result."""
-    out = {}
-    for r, p in sorted(rank_files(folder, "trace", max_bytes=max_bytes).items()):
-        run = deps_of_file(p, tolerance_us=tolerance_us, max_bytes=max_bytes)
-        out[r] = RankDeps(p, run.result, run.trace.tracer_overhead, run.sources())
-    return out
-
-
-def topo_of_ranks(folder: Path, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[int, tuple[GraphData, topo.Topology]]:
-    """Per rank, its graph export and topology."""
-    from cgtool.inspect import topo
-
-    out = {}
-    for r, p in sorted(rank_files(folder, "graph", max_bytes=max_bytes).items()):
-        g = GraphData.load(p, max_bytes=max_bytes)
-        out[r] = (g, topo.analyze(g))
-    return out
-
-
-def node_lanes(g: GraphData, trace: Trace) -> dict[int, str]:
-    """The lane (``channel N``, or ``stream N`` without channel data) each node ran on first."""
-    return deps_node_lanes(trace, g)
-
-
-def topo_of_file(graph_path: Path, trace_path: Path | None = None, *,
-                 max_bytes: int | None = DEFAULT_MAX_BYTES) -> tuple[GraphData, topo.Topology]:
-    """A graph export's topology; with a trace of the same instantiation, weighted by measured durations."""
-    from cgtool.inspect import topo
-
-    g = GraphData.load(graph_path, max_bytes=max_bytes)
-    measured = measured_path(load_trace(trace_path, max_bytes=max_bytes), g) if trace_path else None
-    return g, topo.analyze(g, measured=measured)
+__all__ = ["DepsRun", "deps_of_file", "deps_runs", "diff_pair", "graph_views", "listing", "topo_of_recording"]

@@ -175,6 +175,7 @@ class Matching:
     unmatched: list[int]  # correlation ids of launches for which no assignment is consistent
     other: int  # GPU events outside any graph launch
     notes: list[str] = field(default_factory=list)
+    other_graph_launches: list[int] = field(default_factory=list)  # launches of graphs not given: left out
 
 
 def _event_keys(trace: Trace) -> tuple[np.ndarray, list[Key]]:
@@ -250,6 +251,7 @@ def match_launches(trace: Trace, models: dict[int, GraphModel], *, tolerance_us:
     for j, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
         groups[(dev[j], pairs[lo:hi].tobytes())].append(j)
     out = Matching([], [], other)
+    unknown: list[tuple[list[int], int]] = []  # launches of no given graph: (correlations, events each)
     for js in groups.values():
         lo, n = bounds[js], int(bounds[js[0] + 1] - bounds[js[0]])
         evs = ev[lo[None, :] + np.arange(n)[:, None]]
@@ -257,14 +259,9 @@ def match_launches(trace: Trace, models: dict[int, GraphModel], *, tolerance_us:
         members = _Members([corr[j] for j in js], evs, trace.stream[col].tolist(), [keys[k] for k in kid[col].tolist()])
         names = Counter((k[0], k[1]) for k in members.keys)
         cands = [gid for gid, m in models.items() if m.names == names]
-        if not cands:
-            c = members.correlations[0]
-            raise InvalidInputError(
-                f"{trace.source}: the {sum(names.values())} GPU events of graph launch (correlation {c}) "
-                f"match no given graph by kernel names and counts (graphs: {sorted(models)}). The trace "
-                "has no graph node ids, so cgtool matches by name, launch shape, stream and time: pass "
-                "the export of the graph that was replayed (--graph), from the same capture."
-            )
+        if not cands:  # the launches of a graph not given (a trace may replay several): left out
+            unknown.append((members.correlations, sum(names.values())))
+            continue
         found: list[LaunchGroup] = []
         for gid in cands:
             found += _solve_group(models[gid], gid, members, trace, tolerance_us, max_solutions,
@@ -280,6 +277,20 @@ def match_launches(trace: Trace, models: dict[int, GraphModel], *, tolerance_us:
             done = {c for lg in found for c in lg.correlations}
             out.unmatched = [c for c in out.unmatched if c not in done]
         out.groups += found
+    if not out.groups and unknown:
+        c, n_ev = unknown[0][0][0], unknown[0][1]
+        raise InvalidInputError(
+            f"{trace.source}: the {n_ev} GPU events of graph launch (correlation {c}) "
+            f"match no given graph by kernel names and counts (graphs: {sorted(models)}), nor does any other "
+            "launch. The trace has no graph node ids, so cgtool matches by name, launch shape, stream and "
+            "time: pass the export of the graph that was replayed (--graph), from the same capture."
+        )
+    if unknown:
+        n = sum(len(cs) for cs, _ in unknown)
+        out.other_graph_launches = sorted(c for cs, _ in unknown for c in cs)
+        out.notes.append(f"{n} graph launch(es) match none of the given graphs by kernel names and counts (the "
+                         f"trace replays other graphs too) and were left out (correlation ids "
+                         f"{out.other_graph_launches[:5]}).")
     if not out.groups:
         raise InvalidInputError(
             f"{trace.source}: no graph launch has an assignment of its events to the nodes of "

@@ -6,7 +6,8 @@ colour follow the node type, the critical path is drawn bold red, and the inside
 chains is folded into pieces (``report/fold.py``: the ends of every chain stay, so forks and joins
 stay visible; ``collapse=0`` expands everything). With a trace, nodes are grouped into one cluster
 per hardware channel (or stream), filled by measured duration, and fake dependencies are dashed
-orange edges. A legend says all this in the picture.
+orange edges. A legend says all this in the picture. What is drawn comes from a ``GraphView``
+(``cgtool.inspect.views``): the analysis is done there, once; this module only renders.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from pathlib import Path
 from typing import Mapping, Sequence, TextIO
 
 from cgtool.artifacts.graph import GraphData, NodeType
-from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
 from cgtool.errors import UsageError
 from cgtool.artifacts.names import demangle, short_name
 from cgtool.inspect.topo import Topology
+from cgtool.inspect.views import GraphView
+from cgtool.report import words
 from cgtool.report.fold import MAX_FOLD, MIN_FOLD, fold, source_detail, source_label
 from cgtool.text import shown
 
@@ -228,45 +230,21 @@ def render_dot(
     w("}\n")
 
 
-def dot_of_file(graph: Path, trace: Path | None = None, *, collapse: int = MIN_FOLD, max_fold: int = MAX_FOLD,
-                max_bytes: int | None = DEFAULT_MAX_BYTES) -> str:
-    """The readable DOT of a graph export; with a trace of the same instantiation, nodes grouped
-    by the lane they ran on, coloured by measured duration, fake dependencies drawn."""
-    from cgtool.artifacts.trace import load_trace
-    from cgtool.inspect.deps import DepKind, analyze as deps_analyze
-    from cgtool.inspect.gather import graph_view
+#: The rows of the figures a traced DOT's title carries (the words of ``report.words``).
+TITLE_ROWS = ("replays", "span", "critical path", "fake dependencies", "waits behind unrelated work", "cannot tell",
+              "estimated saving")
 
-    from cgtool.errors import InvalidInputError
-    from cgtool.inspect.deps import graphs_from_trace
 
-    try:
-        g = GraphData.load(graph, max_bytes=max_bytes)
-    except InvalidInputError:
-        # A cgtool trace embeds its graphs: `cgtool dot trace.json.gz` draws the first, timed.
-        try:
-            embedded = graphs_from_trace(load_trace(graph, max_bytes=max_bytes))
-        except InvalidInputError:
-            embedded = []
-        if not embedded:
-            raise
-        g, trace = embedded[0], trace or graph
-    if trace is None:
-        v = graph_view(str(graph), g)
-        lanes: dict[int, str] | None = None
-        fakes: list[tuple[int, int, int]] = []
-    else:
-        t = load_trace(trace, max_bytes=max_bytes)
-        v = graph_view(str(graph), g, None, t, deps_analyze(t, [g]))
-        lanes = {}
-        if v.replay is not None:
-            for nd, lane in zip(v.replay.node.tolist(), v.replay.lane):
-                lanes.setdefault(nd, lane)
-        tid = {nd.tools_id: nd.index for nd in g.nodes}
-        fakes = [(tid[f.before], tid[f.after], f.count) for f in (v.deps.findings if v.deps else [])
-                 if f.kind is DepKind.FAKE and f.before in tid and f.after in tid]
+def dot_of_view(v: GraphView, *, collapse: int = MIN_FOLD, max_fold: int = MAX_FOLD, title: str | None = None) -> str:
+    """The readable DOT of one graph view (``cgtool.inspect.views``): with a trace, nodes grouped by
+    the lane they ran on, coloured by measured duration, fake dependencies drawn, and the trace's
+    figures of this graph in the title."""
+    label = title or v.label
+    if v.figures is not None:
+        label += "".join(f"\n{k}: {val}" for k, val in words.figure_rows(v.figures) if k in TITLE_ROWS)
     buf = io.StringIO()
-    render_dot(g, buf, topo=v.topology, collapse=collapse, max_fold=max_fold, lanes=lanes,
-               durations=v.durations, fakes=fakes, title=str(graph))
+    render_dot(v.graph, buf, topo=v.topology, collapse=collapse, max_fold=max_fold, lanes=v.lanes or None,
+               durations=v.durations, fakes=v.fakes, title=label)
     return buf.getvalue()
 
 

@@ -18,9 +18,12 @@ from typing import Any, Sequence
 from cgtool import __version__
 from cgtool.artifacts.bench import WorkloadResult
 from cgtool.artifacts.names import demangle, short_name
-from cgtool.inspect.deps import DepKind, Lane, MatchKind
-from cgtool.inspect.gather import BenchView, Gathered, GraphView
+from cgtool.inspect.gather import BenchView, Gathered
 from cgtool.inspect.record_summary import RecordSummary
+from cgtool.inspect.results import Lane
+from cgtool.inspect.views import GraphView
+from cgtool.report import words
+from cgtool.report.tables import nodes_text
 from cgtool.report.fold import MAX_FOLD, MIN_FOLD, fold, source_detail, source_label
 from cgtool.report.layout import layered
 from cgtool.text import plural
@@ -53,18 +56,9 @@ def graph_data(v: GraphView, *, min_fold: int = MIN_FOLD, max_fold: int = MAX_FO
         src.append(source_detail(extra))
         srcl.append(source_label(extra))
     dur = [None if v.durations is None or i not in v.durations else _r(v.durations[i]) for i in range(n)]
-    tid = {nd.tools_id: nd.index for nd in g.nodes}
-    fake: list[list[float]] = []
-    waits: list[list[float]] = []
-    deps: dict[str, Any] | None = None
-    if v.deps is not None:
-        for f in v.deps.findings:
-            if f.kind is DepKind.FAKE and f.graph_id == g.exec_graph_id and f.before in tid and f.after in tid:
-                fake.append([tid[f.before], tid[f.after], f.count, _r(f.wait_us / f.count if f.count else 0.0)])
-        for w in v.deps.inferred_waits:
-            if w.graph_id == g.exec_graph_id and w.after in tid and w.behind in tid:
-                waits.append([tid[w.after], tid[w.behind], w.count, _r(w.wait_us / w.count if w.count else 0.0)])
-        deps = {"lane": v.deps.lane.value}
+    fake = [[a, b, c, _r(w)] for (a, b, c), w in zip(v.fakes, v.fake_waits)]
+    waits = [[a, b, c, _r(w)] for a, b, c, w in v.waits]
+    deps = {"lane": v.deps.lane.value} if v.deps is not None else None
     replay = None
     if v.replay is not None:
         lanes = sorted(set(v.replay.lane), key=lambda s: (s.split()[0], int(s.split()[1])))
@@ -80,6 +74,7 @@ def graph_data(v: GraphView, *, min_fold: int = MIN_FOLD, max_fold: int = MAX_FO
         "crit": v.topology.critical_path,
         "units": {"members": lay.members, "row": lay.row, "x": lay.x},
         "fake": fake, "waits": waits, "deps": deps, "replay": replay,
+        "figures": v.figures.to_json() if v.figures is not None else None,
     }
 
 
@@ -97,10 +92,10 @@ def _table(rows: Sequence[tuple[str, str]], cls: str = "kv") -> str:
 
 
 def summary_html(v: GraphView) -> str:
-    """The topology and deps summaries of one graph (what `topo` and `deps` print)."""
+    """The topology of one graph and the figures of its trace (the words `topo` and `deps` print)."""
     t, g = v.topology, v.graph
     rows = [
-        ("nodes", f"{t.nodes} (" + ", ".join(f"{k} {x}" for k, x in sorted(t.nodes_by_type.items())) + ")"),
+        ("nodes", nodes_text(t)),
         ("edges", str(t.edges)),
         ("roots / leaves", f"{len(t.roots)} / {len(t.leaves)}"),
         ("depth / widest level", f"{t.depth} / {t.max_level_width}"),
@@ -108,38 +103,33 @@ def summary_html(v: GraphView) -> str:
         ("forks / joins", f"{len(t.forks)} / {len(t.joins)}"),
         ("redundant edges", str(len(t.redundant_edges))),
         ("distinct kernels", str(t.distinct_kernels)),
-        ("critical path", f"{plural(len(t.critical_path), 'node')}"
-         + (f", {_us(t.critical_path_us)} measured" if t.critical_path_us is not None else "")),
+        ("critical path", plural(len(t.critical_path), "node")),
         ("exec graph id", f"{g.exec_graph_id} (ids from {g.id_source})"),
     ]
     out = [f"<div class=summ><div><h3>topology</h3>{_table(rows)}</div>"]
-    r = v.deps
-    if r is not None:
-        s = r.summary()
-        drows = [
-            ("true dependencies", f"{s.true} ({plural(s.distinct_true, 'distinct pair')})"),
-            ("fake dependencies", f"{s.fake} ({plural(s.distinct_fake, 'distinct pair')}), "
-             f"{_us(s.fake_wait_us)} of ready work waiting, summed over replays"),
-            ("replays", f"{s.replays} of exec graph {', '.join(map(str, s.graphs))}"),
-            ("lanes", "hardware channels" if r.lane is Lane.CHANNEL else "streams (no channel data in the trace)"),
-            ("match", "exact (graph node ids)" if r.match is MatchKind.EXACT else "inferred (by launch, name and order)"),
-            ("replay span / critical path", f"{_us(s.mean_span_us)} / {_us(s.mean_critical_path_us)} (mean)"),
-        ]
-        out.append(f"<div><h3>dependencies in the trace</h3>{_table(drows)}")
+    r, f = v.deps, v.figures
+    if r is not None and f is not None:
+        out.append(f"<div><h3>dependencies in the trace (this graph)</h3>{_table(words.figure_rows(f))}")
         tid = {nd.tools_id for nd in g.nodes}
-        fakes = [f for f in r.fakes() if f.before in tid][:10]
+        fakes = [x for x in r.fakes() if x.graph_id == g.exec_graph_id and x.before in tid][:10]
         if fakes:
-            out.append(f"<h4>top fake dependencies (of {s.distinct_fake})</h4><table class=grid><tr><th>before"
-                       f"<th>after<th>{r.lane.value}<th>count<th>gap<th>cost</tr>")
-            for f in fakes:
-                lane = f.channel if r.lane is Lane.CHANNEL else f.stream
-                out.append(f'<tr><td>#{f.before & LOW32} {_esc(short_name(f.before_name, 36))}<td>#{f.after & LOW32} '
-                           f'{_esc(short_name(f.after_name, 36))}<td>{lane}<td class=num>{f.count}'
-                           f'<td class=num>{_esc(_us(f.gap_us))}<td class=num>{_esc(_us(f.wait_us))}</tr>')
+            out.append(f"<h4>top fake dependencies (of {f.fake_pairs if f.fake_pairs is not None else len(fakes)})</h4>"
+                       f"<table class=grid><tr><th>before<th>after<th>{r.lane.value}<th>count<th>gap"
+                       "<th>waited (each)<th>estimated saving</tr>")
+            for x in fakes:
+                lane = x.channel if r.lane is Lane.CHANNEL else x.stream
+                out.append(f'<tr><td title="{_esc(x.before_name)}">#{x.before & LOW32} {_esc(short_name(x.before_name, 44))}'
+                           f'<td title="{_esc(x.after_name)}">#{x.after & LOW32} {_esc(short_name(x.after_name, 44))}'
+                           f'<td>{lane}<td class=num>{x.count}<td class=num>{_esc(_us(x.gap_us))}'
+                           f'<td class=num>{_esc(_us(x.wait_us / x.count if x.count else 0.0))}'
+                           f'<td class=num>{_esc(_us(x.saving_us))}</tr>')
             out.append("</table>")
         for note in r.notes + r.suggestions:
             out.append(f"<p class=note>{_esc(note)}</p>")
         out.append("</div>")
+    elif v.trace_source is not None:
+        out.append(f"<div><h3>dependencies in the trace</h3><p class=note>{_esc(v.trace_source)} holds no replay of "
+                   "this graph (it was not replayed while the trace was taken).</p></div>")
     out.append("</div>")
     return "".join(out)
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from cgtool.artifacts.names import short_name
-from cgtool.inspect.deps import DepsResult
+from cgtool.inspect.results import DepsResult
+from cgtool.report import words
 
 if TYPE_CHECKING:  # diff (and networkx under it) is imported where a diff is rendered: `deps` needs neither
     from cgtool.inspect.diff import GraphDiff
@@ -28,19 +29,38 @@ def report_link() -> str:
 
 
 def deps_summary_md(results: dict[str, DepsResult], top: int = 5) -> str:
-    """One row per trace (or rank): true and fake counts, the cost; the top fake pairs of each."""
-    lines = ["### cgtool deps", "", "| trace | true | fake | fake cost µs | replays | lanes |", "|---|---:|---:|---:|---:|---|"]
+    """One row per trace (or rank) with the figures every command shows (``report.words``); the
+    top fake pairs of each, with the time ready work waited behind them per replay."""
+    lines = ["### cgtool deps", "", "| trace | " + " | ".join(words.SUMMARY_COLUMNS) + " |",
+             "|---|" + "---:|" * (len(words.SUMMARY_COLUMNS) - 1) + "---|"]
     for name, r in results.items():
-        s = r.summary()
-        lines.append(f"| {_cell(name)} | {s.true} | {s.fake} | {s.fake_wait_us:.1f} | {s.replays} | {r.lane.value} |")
+        lines.append(f"| {_cell(name)} | " + " | ".join(_cell(c) for c in words.summary_cells(r.figures())) + " |")
     for name, r in results.items():
         fakes = r.fakes()[:top]
         if fakes:
-            lines += ["", f"Top fake dependencies in {_cell(name)}:", "", "| before | after | count | cost µs |", "|---|---|---:|---:|"]
+            where = "" if r.fake_visible else " (on single streams; across streams they are not visible)"
+            lines += ["", f"Top fake dependencies in {_cell(name)}{where}:", "",
+                      "| before | after | count | waited µs/occurrence | estimated saving µs/replay |",
+                      "|---|---|---:|---:|---:|"]
             for f in fakes:
                 lines.append(f"| #{f.before & 0xFFFFFFFF} {_cell(short_name(f.before_name, 40))} | #{f.after & 0xFFFFFFFF} "
-                             f"{_cell(short_name(f.after_name, 40))} | {f.count} | {f.wait_us:.1f} |")
+                             f"{_cell(short_name(f.after_name, 40))} | {f.count} | {f.wait_us / f.count if f.count else 0.0:.1f} | "
+                             f"{words.num(f.saving_us)} |")
     return "\n".join(lines) + "\n" + report_link()
+
+
+def report_summary_md(data: Any, where: str) -> str:
+    """`cgtool report`'s step summary: the link, and one row per traced graph with the figures
+    every command shows (``report.words``)."""
+    link = f"[{_cell(where)}]({where})" if where else "the page (written to standard output)"
+    lines = ["", "### cgtool report", "", f"{link}: {len(data.graphs)} graph(s), {len(data.bench)} bench result(s)"]
+    timed = [v for v in data.graphs if v.figures is not None]
+    if timed:
+        lines += ["", "| graph | " + " | ".join(words.SUMMARY_COLUMNS) + " |",
+                  "|---|" + "---:|" * (len(words.SUMMARY_COLUMNS) - 1) + "---|"]
+        for v in timed:
+            lines.append(f"| {_cell(v.label)} | " + " | ".join(_cell(c) for c in words.summary_cells(v.figures)) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def diff_summary_md(d: GraphDiff, a: Path, b: Path) -> str:
@@ -58,9 +78,10 @@ def diff_summary_md(d: GraphDiff, a: Path, b: Path) -> str:
     return "\n".join(lines) + "\n" + report_link()
 
 
-def append_step_summary(text: str) -> None:
-    """Append ``text`` to the file ``GITHUB_STEP_SUMMARY`` names (nothing outside a CI job)."""
+def append_step_summary(text: str | Callable[[], str]) -> None:
+    """Append ``text`` (or what ``text()`` makes: built only when wanted) to the file
+    ``GITHUB_STEP_SUMMARY`` names (nothing outside a CI job)."""
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if path:
         with open(path, "a", encoding="utf-8") as f:
-            f.write(text)
+            f.write(text if isinstance(text, str) else text())

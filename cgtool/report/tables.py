@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import re
@@ -16,7 +15,10 @@ from rich.text import Text
 
 from cgtool.artifacts.bench import BenchResults
 from cgtool.inspect.benchstats import Judgement
-from cgtool.inspect.deps import DepKind, DepsResult, Lane, MatchKind
+from cgtool.inspect.documents import tracer_note
+from cgtool.inspect.figures import Figures
+from cgtool.inspect.results import DepKind, DepsResult, Lane, MatchKind
+from cgtool.report import words
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.names import short_name, template_name
 from cgtool.artifacts.trace import TracerOverhead
@@ -49,24 +51,50 @@ def _honest(tab: Table) -> None:
 OPTIONAL_COLUMNS = ("p99", "p90", "min", "IQR", "host µs")
 
 
-def show(con: Console, tab: Table) -> None:
-    """Print a table whose numbers and names are never truncated: it wraps what it can, drops
-    the optional columns when that does not fit, and switches to one block per row
-    (``column: value`` lines) when even that does not."""
+#: The narrowest a cut name column gets (``#n`` and the start of the name stay readable).
+CUT_MIN_WIDTH = 12
+
+
+def show(con: Console, tab: Table, *, cut: Sequence[str] = (), optional: Sequence[str] = ()) -> None:
+    """Print a table whose numbers are never truncated: it wraps what it can, drops the optional
+    columns (``optional``, then OPTIONAL_COLUMNS) when that does not fit, and switches to one block
+    per row (``column: value`` lines) when even that does not. Names are never cut either, except
+    in the columns named in ``cut``: kernel names led by their ``#n`` node id, which stay on one line
+    each, cut with "…" to the width there is (the whole names are in --json and the report)."""
     _honest(tab)
+    for col in tab.columns:
+        if _cell_text(col.header) in cut:
+            col.no_wrap, col.overflow = True, "ellipsis"
+            col.min_width = min(col.min_width or CUT_MIN_WIDTH, CUT_MIN_WIDTH, max(
+                (len(line) for c in col.cells for line in _cell_text(c).split("\n")), default=0))
     first = tab.columns[0] if tab.columns else None
-    if first is not None and (first.min_width or 0) > con.width // 3 and len(tab.columns) > 2:
+    if first is not None and _cell_text(first.header) not in cut and (first.min_width or 0) > con.width // 3 \
+            and len(tab.columns) > 2:
         first.no_wrap, first.min_width = False, None  # long names share the width with the others
+
+    cut_cols = [c for c in tab.columns if _cell_text(c.header) in cut]
+
+    def widen_cut() -> None:  # the cut columns share what the others leave
+        if not cut_cols:
+            return
+        rest = sum(max(c.min_width or 0, len(_cell_text(c.header))) if c.no_wrap else 8
+                   for c in tab.columns if c not in cut_cols)
+        room = (con.width - rest - 3 * len(tab.columns) - 1) // len(cut_cols)
+        for c in cut_cols:
+            longest = max((len(line) for x in c.cells for line in _cell_text(x).split("\n")), default=0)
+            c.max_width = max(c.min_width or 0, min(room, longest))
 
     def fits() -> bool:  # noqa: E306
         # Whole columns keep their width; the others fold (at any character) into at least 8.
-        need = sum((c.min_width or 0) if c.no_wrap else 8 for c in tab.columns) + 3 * len(tab.columns) + 1
+        widen_cut()
+        need = sum(max(c.min_width or 0, len(_cell_text(c.header)) if c in cut_cols or c.no_wrap and cut_cols else 0)
+                   if c.no_wrap else 8 for c in tab.columns) + 3 * len(tab.columns) + 1
         return need <= con.width
-    for name in OPTIONAL_COLUMNS:
+    for name in (*optional, *OPTIONAL_COLUMNS):
         if fits():
             break
         tab.columns[:] = [c for c in tab.columns if _cell_text(c.header) != name]
-    if not fits() and tab.columns:
+    if not fits() and tab.columns and _cell_text(tab.columns[0].header) not in cut:
         first = tab.columns[0]  # let the names wrap rather than lose the table
         first.no_wrap, first.min_width = False, None
     if fits():
@@ -105,13 +133,20 @@ def _fmt_us(v: float | None) -> str:
     return "-" if v is None else (f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.1f} µs")
 
 
+def nodes_text(t: Topology) -> str:
+    """``7 (kernel 6, empty 1)``; an empty graph says so."""
+    if not t.nodes:
+        return "0 (an empty graph: nothing was captured)"
+    return f"{t.nodes} (" + ", ".join(f"{k} {v}" for k, v in sorted(t.nodes_by_type.items())) + ")"
+
+
 def graph_summary(con: Console, g: GraphData, t: Topology, title: str = "") -> None:
     meta = g.meta
     tim = meta.get("timings", {}) if isinstance(meta, dict) else {}
     tab = Table(title=title or f"graph {g.exec_graph_id}", show_header=False, title_justify="left")
     tab.add_column("what", style="bold")
     tab.add_column("value")
-    tab.add_row("nodes", f"{t.nodes}  (" + ", ".join(f"{k} {v}" for k, v in sorted(t.nodes_by_type.items())) + ")")
+    tab.add_row("nodes", nodes_text(t))
     tab.add_row("edges", str(t.edges))
     tab.add_row("roots / leaves", f"{len(t.roots)} / {len(t.leaves)}")
     tab.add_row("depth / widest level", f"{t.depth} / {t.max_level_width}")
@@ -130,8 +165,10 @@ def graph_summary(con: Console, g: GraphData, t: Topology, title: str = "") -> N
     show(con, tab)
 
 
-def topo_table(con: Console, g: GraphData, t: Topology) -> None:
-    graph_summary(con, g, t, title=f"topology of {g.source}")
+def topo_table(con: Console, g: GraphData, t: Topology, figures: Figures | None = None, title: str = "") -> None:
+    """The topology of ``g``; with ``figures`` (its trace's), the measured span and critical path in
+    the words every command uses."""
+    graph_summary(con, g, t, title=title or f"topology of {g.source}")
     tab = Table(show_header=False)
     tab.add_column("what", style="bold")
     tab.add_column("value")
@@ -142,131 +179,93 @@ def topo_table(con: Console, g: GraphData, t: Topology) -> None:
     tab.add_row("disconnected parts", str(t.components))
     cp = t.critical_path
     names = [g.display_name(i) for i in cp]
-    tab.add_row("critical path", f"{len(cp)} nodes" + (f", {_fmt_us(t.critical_path_us)} measured" if t.critical_path_us is not None else ""))
+    if figures is not None:
+        for k, v in words.timing_rows(figures):
+            tab.add_row(k, Text(v + (f", {plural(len(cp), 'node')}" if k == "critical path" else "")))
+    else:
+        tab.add_row("critical path", f"{plural(len(cp), 'node')} (by node count; pass --trace for the measured one)"
+                    if t.critical_path_us is None else f"{plural(len(cp), 'node')}, {_fmt_us(t.critical_path_us)}")
     if cp:
-        tab.add_row("  from → to", f"{short_name(names[0], NO_CUT)} → {short_name(names[-1], NO_CUT)}")
+        tab.add_row("  from → to", f"{short_name(names[0], NAME_WIDTH)} → {short_name(names[-1], NAME_WIDTH)}")
     lines = list(dict.fromkeys(x for x in (g.source_label(i) for i in cp) if x))  # in path order, once each
     if lines:
         tab.add_row("  source lines", "\n".join(lines))
     show(con, tab)
 
 
+#: Width names are shortened to in tables (as `dot` does): a kernel name, cut with "…"; the whole
+#: name is in --json and the HTML report.
+NAME_WIDTH = 44
+
+
 def _at(tools_id: int, name: str, sources: Mapping[int, str]) -> str:
-    """``#n name``, and the source line under it when the export records one."""
-    label = f"#{tools_id & 0xFFFFFFFF} {short_name(name, NO_CUT)}"
+    """``#n name`` (the name shortened), and the source line under it when the export records one."""
+    label = f"#{tools_id & 0xFFFFFFFF} {short_name(name, NAME_WIDTH)}"
     return label + (f"\nat {sources[tools_id]}" if tools_id in sources else "")
 
 
-#: The tracer's stretch per GPU item is "of the order of" the gaps deps classifies from this share of
-#: their median on (smaller shares are within what replays vary by), and never below this many µs.
-TRACER_NOTE_SHARE = 0.25
-TRACER_NOTE_MIN_US = 0.05
-
-
-def median_gap_us(r: DepsResult) -> float | None:
-    """The median gap (B.start - A.end) over every serialization found, or None without any."""
-    pairs = sorted((f.gap_us, f.count) for f in r.findings if f.count > 0)
-    total = sum(c for _, c in pairs)
-    if not total:
-        return None
-    seen = 0
-    for gap, c in pairs:
-        seen += c
-        if 2 * seen >= total:
-            return gap
-    return pairs[-1][0]  # pragma: no cover - the loop always returns
-
-
-def tracer_note(ov: TracerOverhead | None, r: DepsResult) -> str | None:
-    """A note when the tracer's measured stretch per GPU item is of the order of the gaps classified."""
-    if ov is None:
-        return None
-    gap = median_gap_us(r)
-    if gap is None or ov.per_item_us < max(TRACER_NOTE_MIN_US, TRACER_NOTE_SHARE * gap):
-        return None
-    return (f"tracing stretched each replay from {_fmt_us(ov.untraced_replay_us)} to {_fmt_us(ov.traced_replay_us)} "
-            f"({ov.ratio:.2f}x), about {ov.per_item_us:.2f} µs per GPU item: an item's start moves later by about "
-            f"that much for each item before it on its lane, of the order of the median gap between serialized items "
-            f"({gap:.2f} µs). Gaps, waits and savings here include the tracer's share; `cgtool bench` times "
-            "replays untraced.")
-
-
-def deps_doc(r: DepsResult, overhead: TracerOverhead | None) -> dict[str, Any]:
-    """``deps --json``'s document of one trace: the result, and the tracer's overhead with its note."""
-    doc = r.to_json()
-    if overhead is not None:
-        doc["tracer_overhead"] = {**dataclasses.asdict(overhead), "note": tracer_note(overhead, r)}
-    return doc
+def figures_table(title: str, f: Figures, extra: Sequence[tuple[str, str]] = ()) -> Table:
+    """The figures of a trace (``report.words``), two columns."""
+    head = Table(title=title, show_header=False, title_justify="left")
+    head.add_column("what", style="bold")
+    head.add_column("value")
+    for k, v in [*words.figure_rows(f), *extra]:
+        head.add_row(k, Text(v))
+    return head
 
 
 def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int, str] | None = None,
                 overhead: TracerOverhead | None = None) -> None:
-    """The deps summary, the top fake dependencies (with the source lines of both ends when the
-    exports record them: ``sources`` maps tools ids to labels) and the per-lane counts.
-    ``overhead``: what the tracer measured tracing to cost (``Trace.tracer_overhead``), shown with a
-    note when it is of the order of the gaps classified."""
+    """The figures, the top fake dependencies (with the source lines of both ends when the exports
+    record them: ``sources`` maps tools ids to labels), the waits inferred without channels and the
+    per-lane counts. ``overhead``: what the tracer measured tracing to cost, shown with a note when
+    it is of the order of the gaps classified."""
     src = sources or {}
-    s = r.summary()
-    head = Table(title="serializations in the trace", show_header=False, title_justify="left")
-    head.add_column("what", style="bold")
-    head.add_column("value")
-    head.add_row("true dependencies", f"{s.true} ({plural(s.distinct_true, 'distinct pair')})")
-    head.add_row("fake dependencies", f"{s.fake} ({plural(s.distinct_fake, 'distinct pair')}), "
-                 f"{_fmt_us(s.fake_wait_us)} waited while ready, summed over replays (a wait, not a loss)")
-    if s.undecided:
-        head.add_row("undecided", f"{plural(s.undecided, 'serialization')} (the consistent node assignments disagree)")
-    head.add_row("replays", f"{s.replays} of exec graph {', '.join(map(str, s.graphs))}")
-    head.add_row("lanes", "hardware channels" if r.lane is Lane.CHANNEL else "streams (no channel data in the trace)")
-    if r.match is MatchKind.EXACT:
-        head.add_row("match", "exact (graph node ids)")
-    else:
-        cert = ", ".join(f"{v} {k}" for k, v in sorted(s.certainty.items()))
-        head.add_row("match", f"INFERRED (launch, name, shape, stream, time): {cert or 'no serializations'}")
-    head.add_row("replay span / critical path", f"{_fmt_us(s.mean_span_us)} mean / {_fmt_us(s.critical_path_us)} (median replay)")
+    f = r.figures()
+    extra = []
     if overhead is not None:
-        head.add_row("tracer overhead", f"{overhead.ratio:.2f}x per replay ({_fmt_us(overhead.untraced_replay_us)} "
-                     f"untraced, {_fmt_us(overhead.traced_replay_us)} traced), {overhead.per_item_us:+.2f} µs per GPU item")
-    c = r.cost
-    if c.get("saving_share") is not None:
-        filled = ", the GPU was full" if c.get("gpu_filled") else ""
-        head.add_row("estimated saving", f"{_fmt_us(c['saving_us'])} per replay without the fake serializations "
-                     f"({100 * c['saving_share']:.1f}% of the span{filled})")
-    show(con, head)
+        extra.append(("tracer overhead", f"{overhead.ratio:.2f}x per replay ({_fmt_us(overhead.untraced_replay_us)} "
+                      f"untraced, {_fmt_us(overhead.traced_replay_us)} traced), {overhead.per_item_us:+.2f} µs per GPU item"))
+    show(con, figures_table("serializations in the trace", f, extra))
     fakes = r.fakes()[:top]
     if fakes:
-        tab = Table(title=f"top fake dependencies (of {s.distinct_fake})", title_justify="left")
-        cols = ["before", "after", r.lane.value, "count", "gap", "wait", "saving"]
+        n_pairs = sum(1 for x in r.findings if x.kind is DepKind.FAKE)
+        title = (f"top fake dependencies (of {n_pairs})" if r.lane is Lane.CHANNEL else
+                 f"fake dependencies on single streams (of {n_pairs}; across streams they are not visible)")
+        tab = Table(title=title, title_justify="left")
+        cols = ["before", "after", r.lane.value, "count", "gap", "waited", "saving"]
         if r.match is not MatchKind.EXACT:
-            cols.append("certainty")
+            cols.append("inferred")  # how sure: unique, invariant or undecided (certainty in --json)
         for col in cols:
-            tab.add_column(col, justify="right" if col in ("count", "gap", "wait", "saving") else "left")
-        for f in fakes:
-            lane = str(f.channel) if r.lane is Lane.CHANNEL else str(f.stream)
-            row: list[str | Text] = [Text(_at(f.before, f.before_name, src)), Text(_at(f.after, f.after_name, src)), lane,
-                                     str(f.count), _fmt_us(f.gap_us), _fmt_us(f.wait_us),
-                                     "-" if f.saving_us is None else _fmt_us(f.saving_us)]
+            tab.add_column(col, justify="right" if col in ("count", "gap", "waited", "saving") else "left")
+        for x in fakes:
+            lane = str(x.channel) if r.lane is Lane.CHANNEL else str(x.stream)
+            row: list[str | Text] = [Text(_at(x.before, x.before_name, src)), Text(_at(x.after, x.after_name, src)),
+                                     lane, str(x.count), _fmt_us(x.gap_us), _fmt_us(x.wait_us / x.count if x.count else 0.0),
+                                     "-" if x.saving_us is None else _fmt_us(x.saving_us)]
             if r.match is not MatchKind.EXACT:
-                row.append(f.certainty)
+                row.append(x.certainty.replace("inferred-", ""))
             tab.add_row(*row)
-        show(con, tab)
+        show(con, tab, cut=("before", "after"), optional=(r.lane.value,))
     if r.inferred_waits:
-        tab = Table(title="waits behind unrelated work (inferred from timing)", title_justify="left")
-        for col in ("waited", "behind", "count", "total wait", "saving", "certainty"):
+        tab = Table(title="waits behind unrelated work (inferred from timing; per occurrence)", title_justify="left")
+        for col in ("waited", "behind", "count", "mean wait", "saving", "certainty"):
             tab.add_column(col)
         for w in r.inferred_waits[:top]:
             tab.add_row(Text(_at(w.after, w.after_name, src)), Text(_at(w.behind, w.behind_name, src)), str(w.count),
-                        _fmt_us(w.wait_us), "-" if w.saving_us is None else _fmt_us(w.saving_us), w.certainty)
-        show(con, tab)
+                        _fmt_us(w.wait_us / w.count if w.count else 0.0),
+                        "-" if w.saving_us is None else _fmt_us(w.saving_us), w.certainty)
+        show(con, tab, cut=("waited", "behind"))
     lanes: dict[Any, list[int]] = {}
-    for f in r.findings:
-        key = f.channel if r.lane is Lane.CHANNEL else f.stream
-        if f.kind is not DepKind.UNDECIDED:
-            lanes.setdefault(key, [0, 0])[0 if f.kind is DepKind.TRUE else 1] += f.count
+    for x in r.findings:
+        key = x.channel if r.lane is Lane.CHANNEL else x.stream
+        if x.kind is not DepKind.UNDECIDED:
+            lanes.setdefault(key, [0, 0])[0 if x.kind is DepKind.TRUE else 1] += x.count
     if lanes:
         tab = Table(title=f"per {r.lane.value}", title_justify="left")
         tab.add_column(r.lane.value)
         tab.add_column("true", justify="right")
-        tab.add_column("fake", justify="right")
+        tab.add_column("fake" if r.lane is Lane.CHANNEL else "fake on this stream", justify="right")
         for k in sorted(lanes, key=lambda x: (x is None, x)):
             tab.add_row(str(k), str(lanes[k][0]), str(lanes[k][1]))
         show(con, tab)
@@ -389,14 +388,12 @@ def facts_table(title: str, facts: Mapping[str, str]) -> Table:
 
 
 def deps_ranks_table(results: Mapping[int, DepsResult]) -> Table:
-    """One row per rank of a per-rank deps analysis."""
+    """One row per rank of a per-rank deps analysis (the step summary's columns)."""
     tab = Table(title=f"per rank ({plural(len(results), 'rank')})", title_justify="left")
-    for c in ("rank", "true", "fake", "fake wait µs", "replays", "mean span µs", "critical path µs"):
+    for c in ("rank", *words.SUMMARY_COLUMNS):
         tab.add_column(c)
     for r, res in results.items():
-        sm = res.summary()
-        tab.add_row(str(r), str(sm.true), str(sm.fake), f"{sm.fake_wait_us:.1f}", str(sm.replays),
-                    str(sm.mean_span_us), str(sm.critical_path_us))
+        tab.add_row(str(r), *(Text(c) for c in words.summary_cells(res.figures())))
     return tab
 
 
@@ -407,8 +404,10 @@ def compare_report(con: Console, c: dict[str, Any]) -> None:
         tab.add_column(col, justify="left" if col == "trace" else "right")
     for k in ("a", "b"):
         x = c[k]
+        fk = x.get("fake")
         tab.add_row(Text(str(x.get("trace", k))), str(x["replays"]), _fmt_us(x["median_us"]),
-                    _fmt_us(x["iqr_us"]), str(x.get("fake", "-")), _fmt_us(x.get("estimated_saving_us")))
+                    _fmt_us(x["iqr_us"]), "not visible (no channels)" if fk is None else str(fk),
+                    _fmt_us(x.get("estimated_saving_us")))
     show(con, tab)
     d = c.get("difference_us")
     if d is not None:

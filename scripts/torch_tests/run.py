@@ -35,13 +35,14 @@ ROOT = HERE.parents[1]
 UPSTREAM: dict[str, dict[str, Any]] = {
     "test_cuda.py": {
         "commit": "000e43cdff99f30291164c1f2e90133f19fa83fb",
-        "sha256": None,
-        "newer": "a mid-2026 copy with the hook, debug_dump and pools() tests of upstream PRs "
-        "#187749, #187929 and #190602 runs as well: the tests below are picked by id and by name",
+        # the copy run on the H100 (read from a stored index of GitHub files at that commit)
+        "sha256": "c661e3c0ccaccdcbfa9b0774b3cc58a358864321b005904bf7acc02cb43fd6e3",
+        "newer": "a newer copy (e.g. with test_graph_mem_pool_arg_and_nested_use_mem_pool) runs as well "
+        "when put in its place: the tests below are picked by id and by name",
     },
     "test_cuda_graph_utils.py": {
         "commit": "004ee054133a4dfedd65c57892b90fdf3c050403",
-        "sha256": None,
+        "sha256": "31acd042eb92655cc1084bd50a7332f2019959561a2f4509ce8e194b048bdbbd",
         "newer": "",
     },
     "test_cuda_graph_debug.py": {

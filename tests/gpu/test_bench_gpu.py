@@ -1,11 +1,13 @@
 """`cgtool bench` on a real GPU (run on the GPU machine: `pytest -m gpu tests/gpu/test_bench_gpu.py`).
 
-Bench's figure against a plain event-timed loop over the same graph in the same process; replays
-counted by a counter kernel; ``--cold-cache`` against warm replays; ``--recaptures`` end to end;
-and the memory pool ``cgtool record`` attributes to each graph (``recorder._pool_on_stack``),
-checked through ``cgtool record``'s index against what the program's own ``g.pool()`` says.
+Bench's figure against a plain event-timed loop over the same graph, in the same process and the
+same device memory state; replays counted by a counter kernel; ``--cold-cache`` against warm
+replays; ``--recaptures`` end to end; the replay check after capture; and the memory pool
+``cgtool record`` attributes to each graph (``recorder._pool_on_stack``), checked through
+``cgtool record``'s index against what the program's own ``g.pool()`` says.
 """
 
+import functools
 import inspect
 import json
 import os
@@ -32,6 +34,7 @@ def captured(monkeypatch):
     got = []
     real = runner.capture_workload
 
+    @functools.wraps(real)  # its signature stays readable: inspect.signature follows __wrapped__
     def spy(*a, **kw):
         cap = real(*a, **kw)
         got.append(cap)
@@ -65,15 +68,31 @@ def _plain_loop_us(replay, replays: int = 100, rounds: int = 20) -> float:
 
 @pytest.mark.parametrize("workload,args", [("sample_workloads/chain.py", []),
                                            ("sample_workloads/transformer_block.py", [])])
-def test_bench_matches_a_plain_event_timed_loop_of_the_same_graph(captured, workload, args):
+def test_bench_matches_a_plain_event_timed_loop_of_the_same_graph(monkeypatch, workload, args):
+    """The plain loop replays the graph bench timed, right after bench's timing and before the
+    replay check (which runs the step eagerly and allocates): the same graph in the same device
+    memory state, so only the two timing loops differ. It is timed again after the check, and both
+    figures are printed (the check's eager run can move the replay time of a graph already
+    captured; that is measured here, not asserted)."""
     from cgtool.artifacts.bench import BenchSpec
+    from cgtool.capture import runner
     from cgtool.capture.bench import bench_workload
 
+    real_check, plain = runner.check_replay, {}
+
+    def plain_around_check(cap, *a, **kw):
+        g = cap.graphs[0][1]
+        replay = getattr(g, "_g", g).replay  # torch's CUDAGraph under the engine's Graph, as a program calls it
+        plain["before"] = _plain_loop_us(replay)
+        real_check(cap, *a, **kw)
+        plain["after"] = _plain_loop_us(replay)
+
+    monkeypatch.setattr(runner, "check_replay", plain_around_check)  # bench_workload imports it when it runs
     r = bench_workload(str(ROOT / workload), args, BenchSpec(replays=2000, blocks=20, warmup=50, eager=False))
-    (cap,) = captured
-    g = cap.graphs[0][1]
-    plain = _plain_loop_us(g.replay)
-    assert r.stats().median == pytest.approx(plain, rel=0.02), (r.stats().median, plain)
+    med = r.stats().median
+    print(f"{workload}: cgtool bench {med:.2f} µs per replay; plain loop of the same graph {plain['before']:.2f} µs "
+          f"before the check, {plain['after']:.2f} µs after it ({plain['after'] / plain['before']:.3f}x)")
+    assert med == pytest.approx(plain["before"], rel=0.02), (med, plain)
     assert r.check_ok is True and len(r.gpu_us) == 20
 
 
@@ -129,26 +148,30 @@ L2_READ = """
 
 
 def test_cold_cache_is_slower_than_warm_on_a_working_set_that_fits_l2(tmp_path):
+    """Both sampled per replay (each replay queued behind a GPU hold, so a sample is GPU time, not
+    the host's launch latency): the flush before each cold replay is the only difference."""
     from cgtool.artifacts.bench import BenchSpec
     from cgtool.capture.bench import bench_workload
 
     w = _workload(tmp_path, "l2_read.py", L2_READ)
-    # both with an event pair per replay: the flush is the only difference
     warm = bench_workload(w, [], BenchSpec(replays=300, blocks=20, warmup=20, per_replay=True, eager=False))
     cold = bench_workload(w, [], BenchSpec(replays=300, blocks=20, warmup=20, cold_cache=True, eager=False))
     assert cold.sampling == warm.sampling == "per-replay"
-    assert cold.stats().median > 1.1 * warm.stats().median, (cold.stats().median, warm.stats().median)
+    cm, wm = cold.stats().median, warm.stats().median
+    print(f"a quarter of L2 read once per replay: cold {cm:.2f} µs, warm {wm:.2f} µs per replay (median of 300)")
+    assert cm > 1.1 * wm, (cm, wm)
 
 
 def test_recaptures_end_to_end(tmp_path):
     out = tmp_path / "b.json"
+    # one process (the pooling of several is tested on the CPU: test_capture_orchestration)
     p = subprocess.run([sys.executable, "-m", "cgtool", "bench", str(ROOT / "sample_workloads" / "chain.py"), "--runs",
-                        "2", "--replays", "400", "--blocks", "10", "--recaptures", "3", "--no-eager", "--json", str(out),
+                        "1", "--replays", "400", "--blocks", "10", "--recaptures", "3", "--no-eager", "--json", str(out),
                         "--args", "--kernels 40"], capture_output=True, text=True, env={**ENV, "COLUMNS": "250"},
                        cwd=ROOT, timeout=300)
     assert p.returncode == 0, p.stderr
     w = next(iter(json.loads(out.read_text())["workloads"].values()))
-    assert w["spec"]["recaptures"] == 3 and len(w["capture_medians_us"]) == 6 and len(w["gpu_us"]) == 60
+    assert w["spec"]["recaptures"] == 3 and len(w["capture_medians_us"]) == 3 and len(w["gpu_us"]) == 30
     assert "captures spread" in p.stdout
 
 
@@ -238,14 +261,19 @@ def _cgtool(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
                           env={**ENV, "COLUMNS": "250"}, cwd=cwd, timeout=300)
 
 
-def test_the_check_after_capture_passes_a_good_step_and_catches_a_stale_one(tmp_path):
+def test_the_check_after_capture_passes_a_good_step_and_catches_a_stale_one():
     """The replay-vs-eager check runs after the capture (and, in bench, after the timing): it
-    still passes a correct workload and fails one whose graph froze a Python number."""
-    p = _cgtool("capture", str(ROOT / "sample_workloads" / "forkjoin.py"), "-o", str(tmp_path / "fj"))
-    assert p.returncode == 0, p.stderr
-    assert json.loads((tmp_path / "fj" / "graph.json").read_text())["cgtool"]["check"]["ok"] is True
+    still passes a correct workload and fails one whose graph froze a Python number; ``cgtool
+    bench`` on the stale one exits 3 naming the mismatch. (The captures run in this process: one
+    subprocess for the exit code keeps the test short.)"""
+    from cgtool.capture.entrypoint import parse_target
+    from cgtool.capture.runner import CaptureFailed, capture_checked
+
+    good = capture_checked(parse_target(str(ROOT / "sample_workloads" / "forkjoin.py")), [])
+    assert good.check_ok is True and good.max_abs_diff is not None
     stale = str(ROOT / "sample_workloads" / "broken" / "stale_scalar.py")
-    p = _cgtool("capture", stale, "-o", str(tmp_path / "st"))
-    assert p.returncode == 3 and "replay-mismatch" in p.stderr, p.stderr
+    with pytest.raises(CaptureFailed) as e:
+        capture_checked(parse_target(stale), [])
+    assert e.value.diagnosis.code.value == "replay-mismatch"
     p = _cgtool("bench", stale, "--runs", "1", "--replays", "100", "--blocks", "10")
     assert p.returncode == 3 and "replay-mismatch" in p.stderr, p.stderr

@@ -1,0 +1,65 @@
+"""Array helpers the analyzers share."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cgtool.errors import InvalidInputError
+
+
+def dense(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dense id per row, index of each id's first row) for the combination of integer columns.
+
+    Each column is ranked on its own, then the ranks are combined in mixed radix into one int64
+    key (a 1-D unique is far faster than numpy's row-wise unique)."""
+    if not len(cols[0]):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    room = 1
+    for c in cols:
+        lo, hi = int(c.min()), int(c.max())
+        width = hi - lo + 1
+        if room * width < 2**62:  # combine the values directly
+            key = key * width + (c - lo)
+            room *= width
+        else:  # rank first (one more sort) to keep the key small
+            u, r = np.unique(c, return_inverse=True)
+            key = key * len(u) + r.reshape(-1)
+            room *= len(u)
+            if room >= 2**62:  # pragma: no cover - would need billions of distinct values
+                raise InvalidInputError("Too many distinct replays or lanes to index.")
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    return inv.reshape(-1), first
+
+
+def latest_before(start: np.ndarray, end: np.ndarray, group: np.ndarray, tol: float) -> np.ndarray:
+    """For each item B: the item A of the same group that ended last with A.end <= B.start + tol
+    and A.start < B.start (ties on the end: the one that started last); -1 where none."""
+    n = len(start)
+    out = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return out
+    base = float(start.min())
+    s_ns = np.rint((start - base) * 1000).astype(np.int64)
+    e_ns = np.rint((end - base) * 1000).astype(np.int64)
+    tol_ns = int(round(tol * 1000))
+    width = int(max(e_ns.max(), s_ns.max())) + tol_ns + 2
+    order = np.lexsort((s_ns, e_ns, group))
+    if (int(group.max()) + 1) * width >= 2**62:  # pragma: no cover - would need years of trace
+        raise InvalidInputError("The trace spans too long a time to analyse in one piece; split it.")
+    key = group[order] * width + e_ns[order]
+    query = group * width + s_ns + tol_ns
+    k = np.searchsorted(key, query, side="right") - 1
+    idx = np.arange(n)
+    todo = idx
+    while len(todo):
+        kk = k[todo]
+        ok_k = kk >= 0
+        cand = np.where(ok_k, order[np.maximum(kk, 0)], 0)
+        same = ok_k & (group[cand] == group[todo])
+        good = same & (cand != todo) & (s_ns[cand] < s_ns[todo])
+        out[todo[good]] = cand[good]
+        retry = same & ~good
+        k[todo[retry]] -= 1
+        todo = todo[retry]
+    return out

@@ -1,0 +1,234 @@
+"""Waits behind unrelated work, inferred from timing (traces without hardware channels).
+
+Without channel data a trace cannot show which items shared a hardware channel, so fake
+serializations across streams are not visible. What it can show is a node that started later than
+its graph predecessors allowed (**late**): it sat ready. Each late start is sorted into one of:
+
+* **behind unrelated work**: an item with no path to B ended just before B started, while B was
+  waiting, and the GPU had room meanwhile — what a fake serialization looks like in the timing;
+* **cannot tell**: the GPU was full meanwhile (the kernels running covered at least all of its
+  SMs), so a wait for room on the GPU and a wait behind a shared channel look the same.
+
+How well this agrees with the exact answer (the same run traced with channels) is measured per
+recording in docs/deps.md (``scripts/detection_quality.py``); the wording of ``deps`` follows it.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cgtool.artifacts.graph import NodeType
+from cgtool.inspect import cost as costmod
+from cgtool.inspect.analyzers._arrays import dense
+from cgtool.inspect.analyzers.matching import PreparedGraph
+from cgtool.inspect.match import Certainty
+from cgtool.inspect.results import EventMatch, InferredWait
+
+#: A start counts as late when it is this many µs (or the tolerance, if larger) after the node was ready.
+LATE_US = 1.0
+
+#: Why late starts on a full GPU are not judged (the "cannot tell" of the output).
+FULL_GPU_REASON = ("the GPU was full while they waited (the kernels running covered all of its SMs): a wait for "
+                   "room on the GPU and a wait behind a shared hardware channel look the same in the timing")
+UNKNOWN_COVER_REASON = ("the export records no launch grid or SM count, so whether the GPU had room cannot be "
+                        "told: late starts are counted as waits behind unrelated work")
+
+
+#: What the detection is worth, from the table in docs/deps.md (same-run CUPTI traces with their
+#: channels and node ids removed, against their own exact answer). Shown beside every inference.
+DETECTION_QUALITY = ("inferred from timing: on same-run CUPTI truth (docs/deps.md, 'How sure') timing alone found "
+                     "0% of the time fake serializations waited at 1 and 2 connections and left 100% under "
+                     "'cannot tell'; at the default setting it reported up to 4.2 µs per replay that were not "
+                     "fake. Treat the waits as leads, not findings")
+#: Where the exact answer is.
+EXACT_ANSWER = ("`cgtool trace` the same workload (its traces carry hardware channels); a trace of "
+                "CUDA_DEVICE_MAX_CONNECTIONS=1 (recorded, or --max-connections 1) is read exactly; or judge "
+                "the settings by measured span: `cgtool deps A --compare B`")
+
+
+@dataclass
+class Waits:
+    """The late starts of the matched events, sorted into the two kinds, with their pairs."""
+
+    waits: list[InferredWait]  # behind unrelated work, one per distinct (graph, B, A), longest first
+    b: np.ndarray  # positions of B of each wait occurrence
+    a: np.ndarray  # positions of the item it waited behind
+    index: np.ndarray  # index into ``waits`` of each occurrence
+    cannot_b: np.ndarray  # positions of the late starts that cannot be told
+    wait_of: np.ndarray = field(default_factory=lambda: np.zeros(0))  # µs waited, per position (0 if not late)
+    reason: str | None = None
+
+
+def coverage(prepared: dict[int, PreparedGraph], m: EventMatch) -> np.ndarray:
+    """Per matched event: the share of the GPU its kernel covers, min(1, blocks / SMs); 0 for
+    copies and fills; NaN where the export lacks the grid or the SM count."""
+    cover = np.full(len(m.ev), np.nan)
+    for gid, pg in prepared.items():
+        sm = (pg.g.meta.get("environment") or {}).get("sm_count")
+        if not isinstance(sm, int) or sm <= 0:
+            continue
+        per_node = np.full(len(pg.g.nodes), np.nan)
+        for nd in pg.g.nodes:
+            grid = pg.g.node_extra(nd.index).get("grid")
+            if nd.node_type is not NodeType.KERNEL:
+                per_node[nd.index] = 0.0
+            elif isinstance(grid, list) and grid:
+                per_node[nd.index] = min(1.0, float(np.prod(grid)) / sm)
+        sel = m.graph == gid
+        cover[sel] = per_node[m.node[sel]]
+    return cover
+
+
+def waited_with_room(b: np.ndarray, ready: np.ndarray, start: np.ndarray, end: np.ndarray, replay: np.ndarray,
+                     cover: np.ndarray, tol: float) -> np.ndarray:
+    """Of the events at positions ``b``: which sat ready longer than the tolerance (and 1 µs)
+    while the GPU had room (the other kernels running covered at most the whole GPU, on average;
+    replays with a kernel of unknown cover count as having room), from ``costmod.mean_cover_many``."""
+    late: np.ndarray = np.asarray(start[b] - ready[b] > max(tol, LATE_US))
+    if not late.any():
+        return late
+    known = np.ones(int(replay.max()) + 1, dtype=bool)
+    known[replay[np.isnan(cover)]] = False
+    q = b[late]
+    mean = costmod.mean_cover_many(ready[q], start[q], replay[q], start, end, np.nan_to_num(cover), replay)
+    full = known[replay[q]] & (mean > 1.0)
+    late[np.flatnonzero(late)[full]] = False
+    return late
+
+
+def inferred_waits(prepared: dict[int, PreparedGraph], m: EventMatch, start: np.ndarray, end: np.ndarray,
+                   ready: np.ndarray, replay: np.ndarray, tol: float, cover: np.ndarray) -> Waits:
+    """Without channel data: B started later than its predecessors allowed; name the unrelated
+    item (no path to B) that ended last before B started, while B was waiting. A wait during
+    which the other kernels running covered more than the whole GPU (``cover`` summed over the
+    wait, on average) is one the timing cannot tell from a wait for room on the GPU: it goes
+    into ``cannot_b``.
+
+    Vectorized over the late items (every step as in a loop over them, in the same order, so the
+    sums round the same): per item, a walk back through its replay's items by end time."""
+    late = np.flatnonzero(start - ready > max(tol, LATE_US))
+    empty = np.zeros(0, np.int64)
+    wait_of = np.where(start - ready > max(tol, LATE_US), start - ready, 0.0)
+    reason = UNKNOWN_COVER_REASON if np.isnan(cover).any() else None
+    if not len(late):
+        return Waits([], empty, empty, empty, empty, wait_of, reason)
+    order = np.lexsort((start, end, replay))
+    rep_sorted, end_sorted = replay[order], end[order]
+    bounds = np.searchsorted(rep_sorted, np.arange(int(replay.max()) + 2))
+    r = replay[late]
+    lo = bounds[r]
+    # k: the last position (in ``order``) of B's replay whose item ended by B's start + tol. One
+    # merged sort of items and queries (items first among equal times, as searchsorted "right").
+    q = start[late] + tol
+    merged = np.lexsort((np.r_[np.zeros(len(order), np.int8), np.ones(len(late), np.int8)],
+                         np.r_[end_sorted, q], np.r_[rep_sorted, r]))
+    is_q = merged >= len(order)
+    qpos = np.flatnonzero(is_q)
+    k = np.empty(len(late), np.int64)
+    k[merged[qpos] - len(order)] = qpos - np.arange(len(qpos)) - 1
+    found = np.full(len(late), -1, np.int64)
+    active = np.arange(len(late))
+    graph, node = m.graph, m.node
+    while len(active):
+        ka = k[active]
+        inside = ka >= lo[active]
+        ai = order[np.where(inside, ka, 0)]
+        bi = late[active]
+        done = ~inside | (end[ai] <= ready[bi])
+        cand = ~done & (ai != bi) & (start[ai] < start[bi])
+        related = np.zeros(len(active), bool)
+        for gid, pg in prepared.items():
+            sel = np.flatnonzero(cand & (graph[bi] == gid))
+            if len(sel):
+                related[sel] = pg.reach.reachable_many(node[ai[sel]], node[bi[sel]])
+        hit = cand & ~related
+        found[active[hit]] = ai[hit]
+        go = ~done & ~hit
+        k[active[go]] -= 1
+        active = active[go]
+    f = np.flatnonzero(found >= 0)
+    qb, qa = late[f], found[f]
+    full = gpu_was_full_many(qb, order, bounds, replay, ready, start, end, cover)
+    cannot = qb[full]
+    kb, ka_ = qb[~full], qa[~full]
+    if not len(kb):
+        return Waits([], empty, empty, empty, cannot, wait_of, FULL_GPU_REASON if len(cannot) else reason)
+    gcode = np.searchsorted(np.array(sorted(prepared), dtype=np.int64), graph[kb])
+    key, first = dense(gcode, node[kb], node[ka_])
+    rank = np.empty(len(first), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))  # ids in order of first occurrence
+    key = rank[key]
+    first = np.sort(first)
+    counts = np.bincount(key, minlength=len(first))
+    total = np.bincount(key, weights=start[kb] - ready[kb], minlength=len(first))
+    waits = []
+    for j, c, t in zip(first.tolist(), counts.tolist(), total.tolist()):
+        gid = int(graph[kb[j]])
+        pg = prepared[gid]
+        nb, na = int(node[kb[j]]), int(node[ka_[j]])
+        waits.append(InferredWait(gid, pg.g.nodes[nb].tools_id, pg.g.nodes[na].tools_id, count=c, wait_us=t,
+                                  after_name=pg.name(nb), behind_name=pg.name(na)))
+    by_wait = sorted(range(len(waits)), key=lambda i: -waits[i].wait_us)
+    index = np.empty(len(waits), np.int64)
+    index[by_wait] = np.arange(len(waits))
+    for w in waits:
+        w.certainty = wait_certainty(m, w)
+    return Waits([waits[i] for i in by_wait], kb, ka_, index[key], cannot, wait_of,
+                 FULL_GPU_REASON if len(cannot) else reason)
+
+
+def total_in_order(values: np.ndarray) -> float:
+    """The sum of ``values`` added one at a time in order (as a loop adds: the same rounding)."""
+    return float(functools.reduce(operator.add, values.tolist(), 0.0))
+
+
+def gpu_was_full_many(b: np.ndarray, order: np.ndarray, bounds: np.ndarray, replay: np.ndarray, ready: np.ndarray,
+                      start: np.ndarray, end: np.ndarray, cover: np.ndarray) -> np.ndarray:
+    """Whether the GPU was full while each item at positions ``b`` waited: the other items'
+    cover times overlap with the wait, summed (term by term in the order of the replay's items
+    in ``order``), over the wait's length, above 1. Replays with an item of unknown cover: not full."""
+    out = np.zeros(len(b), bool)
+    if not len(b):
+        return out
+    r = replay[b]
+    nan_rep = np.zeros(len(bounds), bool)
+    nan_rep[replay[np.isnan(cover)]] = True
+    ok = ~nan_rep[r]  # a replay with a kernel of unknown cover: not full
+    q = np.flatnonzero(ok)
+    if not len(q):
+        return out
+    # The queries by decreasing replay size: those still live at step j are a prefix (slices, not
+    # gathers). Each query's terms are still added one at a time in the order of its replay's items.
+    n_all = bounds[r[q] + 1] - bounds[r[q]]
+    q = q[np.argsort(-n_all, kind="stable")]
+    bq, rq = b[q], r[q]
+    lo, n = bounds[rq], bounds[rq + 1] - bounds[rq]
+    t_lo, t_hi = ready[bq], start[bq]
+    tot = np.zeros(len(q))
+    live = len(q)
+    for j in range(int(n[0])):
+        while n[live - 1] <= j:
+            live -= 1
+        item = order[lo[:live] + j]
+        ov = np.minimum(end[item], t_hi[:live])
+        ov -= np.maximum(start[item], t_lo[:live])
+        add = (ov > 0) & (item != bq[:live])
+        ov *= cover[item]  # the term (cover times overlap), added where it counts: x + 0.0 is x
+        tot[:live] += np.where(add, ov, 0.0)
+    out[q] = tot / (t_hi - t_lo) > 1.0
+    return out
+
+
+def wait_certainty(m: EventMatch, w: InferredWait) -> str:
+    """How sure the node match behind a wait is (the wait itself is inferred from timing)."""
+    if m.group is None:
+        return Certainty.EXACT.value
+    gs = [lg for lg in m.groups if lg.graph_id == w.graph_id]
+    if all(lg.certainty is Certainty.UNIQUE for lg in gs):
+        return Certainty.UNIQUE.value
+    # Several assignments: interchangeable chains keep every wait as it is; other alternatives may not.
+    return Certainty.INVARIANT.value if all(len(lg.solutions) == 1 for lg in gs) else Certainty.UNDECIDED.value

@@ -1,0 +1,59 @@
+"""JSON documents of analysis results, and the thresholds that decide what is said about them.
+
+``deps --json`` writes ``deps_doc``: the result (``DepsResult.to_json``) and, when the tracer
+measured its own overhead, that overhead with the note ``tracer_note`` gives (the same note the
+table prints).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from cgtool.artifacts.trace import TracerOverhead
+from cgtool.inspect.results import DepsResult
+
+#: The tracer's stretch per GPU item is "of the order of" the gaps deps classifies from this share of
+#: their median on (smaller shares are within what replays vary by), and never below this many µs.
+TRACER_NOTE_SHARE = 0.25
+TRACER_NOTE_MIN_US = 0.05
+
+
+def median_gap_us(r: DepsResult) -> float | None:
+    """The median gap (B.start - A.end) over every serialization found, or None without any."""
+    pairs = sorted((f.gap_us, f.count) for f in r.findings if f.count > 0)
+    total = sum(c for _, c in pairs)
+    if not total:
+        return None
+    seen = 0
+    for gap, c in pairs:
+        seen += c
+        if 2 * seen >= total:
+            return gap
+    return pairs[-1][0]  # pragma: no cover - the loop always returns
+
+
+def _us(v: float) -> str:
+    return f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.1f} µs"
+
+
+def tracer_note(ov: TracerOverhead | None, r: DepsResult) -> str | None:
+    """A note when the tracer's measured stretch per GPU item is of the order of the gaps classified."""
+    if ov is None:
+        return None
+    gap = median_gap_us(r)
+    if gap is None or ov.per_item_us < max(TRACER_NOTE_MIN_US, TRACER_NOTE_SHARE * gap):
+        return None
+    return (f"tracing stretched each replay from {_us(ov.untraced_replay_us)} to {_us(ov.traced_replay_us)} "
+            f"({ov.ratio:.2f}x), about {ov.per_item_us:.2f} µs per GPU item: an item's start moves later by about "
+            f"that much for each item before it on its lane, of the order of the median gap between serialized items "
+            f"({gap:.2f} µs). Gaps, waits and savings here include the tracer's share; `cgtool bench` times "
+            "replays untraced.")
+
+
+def deps_doc(r: DepsResult, overhead: TracerOverhead | None) -> dict[str, Any]:
+    """``deps --json``'s document of one trace: the result, and the tracer's overhead with its note."""
+    doc = r.to_json()
+    if overhead is not None:
+        doc["tracer_overhead"] = {**dataclasses.asdict(overhead), "note": tracer_note(overhead, r)}
+    return doc
