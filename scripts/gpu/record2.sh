@@ -3,8 +3,8 @@
 # ones tests/data keeps (each check failed), checked against the programs' own counts and packed:
 #   spawn_thread  the spawn worker's capture thread warms its step up first (without it, the thread's
 #                 first matmul creates its cuBLAS handle inside the capture, which fails with or without
-#                 cgtool: pytorch#99397); the variant without warm-up (--no-warmup) is also run
-#                 UNRECORDED, to show that failure is the program's, not the recorder's
+#                 cgtool: pytorch#99397); the program and its variant without warm-up (--no-warmup)
+#                 are also run UNRECORDED, to show that failure is the program's, not the recorder's
 #   profiler      graph A's replays before the program's own profiler, counted once by the compiled callback
 #   trees         cudagraph trees' capture inputs read from CUDAGraphNode._record; torch.compile's
 #                 compile workers recorded (the bootstrap stays on sys.path)
@@ -14,10 +14,11 @@
 # (tests/data/record_{spawn_thread,profiler,trees}/ as scripts/pack_recordings.py packs them; the tarball
 # is rewritten after each program, so what was done comes back even if a later step is cut off).
 # Estimated time on one H100: ~50 s (build 10-15 s; then three lanes at once: trees ~25 s | spawn_thread
-# ~6 s, profiler ~12 s | the unrecorded run ~5 s, the hook tests ~10 s; packing ~3 s). Every step runs
+# ~6 s, profiler ~12 s | two unrecorded runs ~10 s, the hook tests ~10 s; packing ~3 s). Every step runs
 # under `timeout`, each limit cut to what is left of a 115 s budget, so the script ends within ~2 minutes.
-# Success: "CHECK spawn_thread: OK", "CHECK profiler: OK", "CHECK trees: OK", and in the unrecorded
-# --no-warmup run the worker's RESULT with "graphs": 0 and CUBLAS_STATUS_NOT_INITIALIZED on its stderr.
+# Success: "CHECK spawn_thread: OK", "CHECK profiler: OK", "CHECK trees: OK"; unrecorded, the worker's
+# RESULT says "graphs": 2, "replays": [5, 4] as the program is, and "graphs": 0 with --no-warmup
+# (CUBLAS_STATUS_NOT_INITIALIZED on its stderr): that failure is the program's, not the recorder's.
 set -u
 OUT=${1:?usage: scripts/gpu/record2.sh OUTDIR}
 mkdir -p "$OUT"
@@ -73,7 +74,7 @@ record_one() {  # name, timeout_s
   } > "$WORK/lane_$name.txt" 2>&1
 }
 
-step "record, check and pack: trees | spawn_thread, profiler | the unrecorded --no-warmup run, hook tests"
+step "record, check and pack: trees | spawn_thread, profiler | spawn_thread unrecorded (with and without warm-up), hook tests"
 ( record_one trees 60 ) &
 LANE_A=$!
 (
@@ -83,12 +84,14 @@ LANE_A=$!
 LANE_B=$!
 (
   {
-    echo "== spawn_thread_worker.py --no-warmup, NOT recorded: does the capture fail without cgtool?"
-    (cd tests/programs && timeout "$(lim 20)" python3 spawn_thread_worker.py --no-warmup) \
-      > "$WORK/nowarm.out" 2> "$WORK/nowarm.err"
-    echo "----- exit status: $? (unrecorded --no-warmup)"
-    echo "-- stdout:"; cat "$WORK/nowarm.out"
-    echo "-- stderr (the errors):"; grep -E "Error|CUBLAS|cudaError|capture" "$WORK/nowarm.err" | head -n 8
+    for flag in "" --no-warmup; do  # the program as recorded (a control), and without its warm-up
+      echo "== spawn_thread_worker.py $flag NOT recorded"
+      (cd tests/programs && timeout "$(lim 20)" python3 spawn_thread_worker.py $flag) \
+        > "$WORK/bare.out" 2> "$WORK/bare.err"
+      echo "----- exit status: $? (unrecorded spawn_thread_worker.py $flag)"
+      echo "-- stdout:"; cat "$WORK/bare.out"
+      echo "-- stderr (the errors):"; grep -E "Error|CUBLAS|cudaError|capture" "$WORK/bare.err" | head -n 8
+    done
   } > "$WORK/lane_nowarm.txt" 2>&1
   timeout "$(lim 40)" python3 -m pytest -q -p no:cacheprovider tests/test_record_torch_hooks.py \
     -k "trees or profiler" > "$WORK/hooks.txt" 2>&1
