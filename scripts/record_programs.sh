@@ -21,7 +21,7 @@ rec() {  # name, extra cgtool args..., -- program args
   $PY -m cgtool record -o "$OUT/record_$name" --force "$@" \
     > "$OUT/record_$name.run/stdout.txt" 2> "$OUT/record_$name.run/stderr.txt"
   echo $? > "$OUT/record_$name.run/exit_code.txt"
-  echo "$(date +%s.%N) - $t0" | bc > "$OUT/record_$name.run/wall_s.txt" 2>/dev/null || true
+  awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }' > "$OUT/record_$name.run/wall_s.txt" || true
   { echo "== $name: exit $(cat "$OUT/record_$name.run/exit_code.txt")"; tail -n 30 "$OUT/record_$name.run/stderr.txt"; } \
     > "$OUT/record_$name.run/summary.txt"
 }

@@ -143,10 +143,20 @@ REFUSAL = {"holds no graph": "no graph", "holds no trace": "no trace", "as --gra
            "if it holds a graph": "no graph"}
 
 
+def _first_process(path: Path) -> list[str]:
+    """``--process PID`` of the first process that made graphs, in a recording of several that did."""
+    folder = path.parent if path.is_file() else path
+    idx = next((_load(f) for f in (folder / "index.json", folder / "index.json.gz") if f.exists()), None)
+    procs = [p for p in (idx or {}).get("processes") or [] if p.get("followed") and p.get("graphs")]
+    return ["--process", str(procs[0]["pid"])] if len(procs) > 1 else []
+
+
 def _args(cmd: str, path: Path, tmp: Path) -> list[Any]:
-    """The command on ``path``; `dot` and `diff` take one graph: its #0 (of rank 0, where per rank)."""
+    """The command on ``path``; `dot` and `diff` take one graph: its #0 (of rank 0, where per rank; of
+    the first process that made graphs, in a recording of several)."""
     one = f"{path}#0"
     rank = ["--rank", "0"] if path.is_dir() and (list(path.glob("rank*")) or list(path.rglob("*rank[0-9]*"))) else []
+    rank = rank or _first_process(path)
     return {"topo": ["topo", path, "--json", tmp / "topo.json"],
             "dot": ["dot", one, "-o", tmp / "g.dot", *rank],
             "deps": ["deps", path, "--json", tmp / "deps.json"],
@@ -315,17 +325,18 @@ def _topo_order(g: dict) -> list[int]:
 
 def test_dot_of_one_recorded_graph_with_the_recordings_trace(run_cli, tmp_path):
     """Both files come from one recording; the trace holds graph 5 and others: dot draws 5, timed."""
-    rec = DATA / "record_compiled"
+    (rec,) = (DATA / "record_compiled").glob("p*")  # the program's one process
     rc, out, err = run_cli("dot", rec / "graph_001.json.gz", "--trace", rec / "trace.json.gz")
     assert rc == 0, err
     n, med, mean, crit = measured(rec / "trace.json.gz", 5)
     label = re.search(r'label="(.*?)"; labelloc', out).group(1)
     assert f"replays: {n} of exec graph 5" in label and f"median {med:.1f} µs, mean {mean:.1f} µs" in label
     assert f"critical path: {crit:.1f} µs" in label
-    for case in ("record_server/trace.json.gz#1", "train_step_trace/trace.json.gz#1"):
-        rc, out, err = run_cli("dot", f"{DATA / case}")
+    (server,) = (DATA / "record_server").glob("p*/trace.json.gz")
+    for case in (f"{server}#1", f"{DATA / 'train_step_trace/trace.json.gz'}#1"):
+        rc, out, err = run_cli("dot", case)
         assert rc == 0 and "\\nspan: median" in out, err
-    rc, _, err = run_cli("dot", DATA / "record_server" / "trace.json.gz")  # several graphs, none picked
+    rc, _, err = run_cli("dot", server)  # several graphs, none picked
     assert rc == 2 and "#1" in err and "PATH#n" in err
 
 
@@ -333,7 +344,7 @@ def test_topo_reads_a_per_rank_recording_whole(run_cli, tmp_path):
     rc, _, err = run_cli("topo", DATA / "record_ranks", "--json", tmp_path / "t.json")
     assert rc == 0, err
     doc = json.loads((tmp_path / "t.json").read_text())
-    files = sorted(DATA.glob("record_ranks/rank*/graph_*.json.gz"))
+    files = sorted(DATA.glob("record_ranks/p*/graph_*.json.gz"))
     assert len(doc["graphs"]) == len(files) == 8
 
 
@@ -364,7 +375,8 @@ def test_report_tabs_show_their_own_graph(run_cli, tmp_path):
     assert rc == 0, err
     page = (tmp_path / "r.html").read_text()
     data = json.loads(re.search(r'id=cgdata>(.*?)</script>', page, re.S).group(1))
-    _, evs = _events(DATA / "record_compiled" / "trace.json.gz")
+    (trace,) = (DATA / "record_compiled").glob("p*/trace.json.gz")
+    _, evs = _events(trace)
     replays = defaultdict(set)
     for e in evs:
         replays[e["args"]["graph id"]].add(e["args"]["correlation"])
@@ -570,9 +582,10 @@ def test_a_recording_of_several_processes_reads_each(run_cli, tmp_path):
     import shutil
 
     rec = tmp_path / "rec"
-    index = _load(DATA / "record_server" / "index.json.gz")
+    (server,) = (DATA / "record_server").glob("p*")  # the server program's one process
+    index = _load(server / "index.json.gz")
     for pid in (101, 202):  # as `cgtool record` lays out a process tree: OUT/p<PID>/ with its own index
-        shutil.copytree(DATA / "record_server", rec / f"p{pid}")
+        shutil.copytree(server, rec / f"p{pid}")
         (rec / f"p{pid}" / "index.json.gz").unlink()
         (rec / f"p{pid}" / "index.json").write_text(json.dumps({**index, "pid": pid, "parent": 1}))
     from cgtool.artifacts import recording

@@ -224,7 +224,8 @@ def test_summary_of_ranks_and_empty() -> None:
     record_summary(con, recs + load_recordings(DATA / "record_nograph"))
     text = con.file.getvalue()  # type: ignore[attr-defined]
     titles = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("process ")]
-    assert titles == [f"process ? (rank {r.rank}): {len(r.graphs)} graph(s)" for r in recs]
+    assert titles == [f"process {r.pid} (rank {r.rank}): {len(r.graphs)} graph(s)" for r in recs if r.graphs]
+    assert [r.rank for r in recs if r.graphs] == [0, 1]
     assert str(DATA) not in "".join(titles)
     con = Console(file=io.StringIO(), width=100, color_system=None)
     record_summary(con, load_recordings(DATA / "record_nograph"))
@@ -390,3 +391,22 @@ def test_the_report_of_a_recording_opens_on_its_summary(run_cli, tmp_path: Path)
     recs = load_recordings(DATA / "record_compiled")
     never = [g for g in recs[0].graphs if g["replays"] == 0]
     assert f"{len(never)} graph(s) were never replayed" in page
+
+
+def test_the_older_layouts_still_read(tmp_path: Path) -> None:
+    """A recording of one process with its graphs beside its index (the layout before process
+    trees, and what a process folder is), and one folder per torchrun rank (``rank<R>/``)."""
+    (proc,) = (DATA / "record_server").glob("p*")
+    one = tmp_path / "one"
+    shutil.copytree(proc, one)
+    (rec,) = load_recordings(one)
+    assert [g["replays"] for g in rec.graphs] == [g["replays"] for g in load_recordings(DATA / "record_server")[0].graphs]
+    ranks = tmp_path / "ranks"
+    for r in load_recordings(DATA / "record_ranks"):
+        if r.rank is not None:
+            shutil.copytree(r.folder, ranks / f"rank{r.rank}")
+    recs = load_recordings(ranks)
+    assert [r.rank for r in recs] == [0, 1] and all(len(r.graphs) == 4 for r in recs)
+    con = Console(file=io.StringIO(), width=100, color_system=None)
+    record_summary(con, recs)
+    assert "8 graph(s) in 2 of 2 recorded process(es)" in con.file.getvalue()  # type: ignore[attr-defined]

@@ -223,11 +223,48 @@ def test_tree_names_what_it_could_not_record(tmp_path: Path) -> None:
     doc = tree.build(root, program=["python", "a.py"], exit_code=0, root_pid=10, seen=seen)
     by = {p["pid"]: p for p in doc["processes"]}
     assert by[10]["followed"] and by[10]["graphs"] == 2 and by[10]["replays"] == 3
-    assert "not a Python program (nvcc)" in by[11]["reason"] and by[11]["parent"] == 10
+    assert by[11]["makes_no_graphs"] == "a compiler or linker (nvcc)" and by[11]["parent"] == 10
+    assert "makes no CUDA graph" in by[11]["reason"]
     assert "could not start" in by[12]["reason"] and "CUPTI is held" in by[12]["reason"]
     assert "-I" in by[13]["reason"]
     assert "exited before the recorder attached" in by[14]["reason"]
-    assert doc["not_followed"] == 4 and not doc["complete"]
+    assert doc["not_followed"] == 4 and doc["helpers"] == 1 and not doc["complete"]
+
+
+@pytest.mark.parametrize("unknown", [False, True])
+def test_helper_commands_leave_no_graph_unseen(tmp_path: Path, unknown: bool) -> None:
+    """A process tree whose only unrecorded processes are helper commands (ldconfig, a compiler and
+    the pass it started, whose command line was not seen) is complete: "no graph" is said plainly.
+    Any other binary (it could use CUDA) leaves the answer open."""
+    import io
+
+    from rich.console import Console
+
+    from cgtool.artifacts.recording import load_tree
+    from cgtool.capture.record import tree
+    from cgtool.report.record_table import record_summary
+
+    (tmp_path / "p10").mkdir()
+    (tmp_path / "p10" / "index.json").write_text(json.dumps({
+        "cgtool_record": 1, "pid": 10, "parent": 1, "program": ["python", "a.py"], "finished": True, "exit_code": 0,
+        "graphs": [], "children": [{"pid": 11, "argv": ["/sbin/ldconfig", "-p"], "how": "subprocess", "exit_code": 0}]}))
+    seen = {12: tree.Seen(12, 10, ["/opt/gcc/bin/g++-real", "-O2", "k.cpp"]), 13: tree.Seen(13, 12, [])}
+    if unknown:
+        seen[14] = tree.Seen(14, 10, ["./my_cuda_app"])
+    doc = tree.build(tmp_path, program=["python", "a.py"], exit_code=0, root_pid=10, seen=seen)
+    tree.write(tmp_path, doc)
+    by = {p["pid"]: p for p in doc["processes"]}
+    assert by[11]["makes_no_graphs"] == "ldconfig" and by[12]["makes_no_graphs"] == "a compiler or linker (g++)"
+    assert by[13]["makes_no_graphs"] == "started by a compiler or linker"
+    assert doc["helpers"] == 3 and doc["complete"] is (not unknown)
+    t = load_tree(tmp_path)
+    assert t.complete is (not unknown) and [p.pid for p in t.unseen] == ([14] if unknown else [])
+    con = Console(file=io.StringIO(), width=200, color_system=None)
+    record_summary(con, t)
+    text = con.file.getvalue()  # type: ignore[attr-defined]
+    assert ("instantiated no CUDA graph in any of its 1 process(es)" in text) is (not unknown)
+    assert ("does not say the program made none" in text) is unknown
+    assert "3 helper process(es) were not recorded" in text and "ldconfig -p" not in text
 
 
 # ------------------------------------------------------------------------------------ library API
@@ -369,3 +406,171 @@ def test_findings_state_what_served_and_what_is_idle(tmp_path: Path) -> None:
     assert f"{never} graph(s) were never replayed" in text
     assert "serve.py:10 captured 67 graphs" in text
     assert f"{67 * 0.03:.3f} s in all" in text and f"{100 * 67 * 0.03 / 100:.0f} % of its wall time" in text
+
+
+# ------------------------------------------------------------------------ cudagraph trees' inputs
+def test_capture_shapes_are_the_recording_inputs_less_the_static_ones() -> None:
+    """The shapes a cudagraph trees capture was recorded for come from ``CUDAGraphNode._record``'s
+    ``inputs`` (the manager's ``new_inputs`` is already cleared when the capture begins), without
+    the static inputs (parameters); an int input (a symbolic size) is kept as itself."""
+    import torch
+
+    from cgtool.capture.record import attribution
+    from cgtool.capture.record.tracker import capture_shapes
+
+    seen: dict[str, Any] = {}
+
+    class CUDAGraphNode:  # the two frames cudagraph trees has on the stack at capture begin
+        def __init__(self, static: list[int]) -> None:
+            self.wrapped_function = types.SimpleNamespace(static_input_idxs=static)
+
+        def _record(self, model: Any, inputs: list[Any]) -> None:
+            f = sys._getframe()
+            seen["shapes"] = capture_shapes(f, attribution.grab(f))
+
+    class CUDAGraphTreeManager:
+        def record_function(self, new_inputs: list[Any], function_id: int) -> None:
+            inputs = list(new_inputs)
+            new_inputs.clear()  # as cudagraph trees does before recording
+            CUDAGraphNode([0, 1])._record(None, inputs)
+
+    attribution._register_trees(types.SimpleNamespace(CUDAGraphNode=CUDAGraphNode,
+                                                      CUDAGraphTreeManager=CUDAGraphTreeManager))
+    weight, bias, x = torch.zeros(128, 64), torch.zeros(128), torch.zeros(8, 64)
+    CUDAGraphTreeManager().record_function([weight, bias, x, 8], 0)
+    assert seen["shapes"] == {"inputs": [[8, 64], 8], "n_inputs": 4, "static_inputs": 2}
+    f = sys._getframe()
+    assert capture_shapes(f, attribution.grab(f)) is None  # not a cudagraph trees capture
+
+
+# ------------------------------------------------------------------ what the recorder itself starts
+_SPAWNS = r'''
+import json, subprocess, sys
+started = []
+_real = subprocess.Popen._execute_child
+def _execute_child(self, args, *a, **kw):
+    started.append(list(args) if isinstance(args, (list, tuple)) else [str(args)])
+    return _real(self, args, *a, **kw)
+subprocess.Popen._execute_child = _execute_child
+from cgtool.capture._deps import require_bindings
+from cgtool.capture import _libcupti
+from cgtool.artifacts.names import demangle
+require_bindings()  # what the recorder loads once the program has imported torch
+pathfinder = "cuda.pathfinder" in sys.modules
+try:
+    _libcupti.load_libcupti()
+except OSError:
+    pass
+demangled = demangle("_Z1fv")
+mine = list(started)
+import ctypes.util
+ctypes.util.find_library("stdc++")  # the control: the stdlib's lookup does start a child
+print(json.dumps({"mine": mine, "control": started[len(mine):], "pathfinder": pathfinder, "demangled": demangled}))
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ldconfig is Linux's")
+def test_the_recorder_starts_no_process_of_its_own() -> None:
+    """Loading cuda.bindings (cuda.pathfinder), libcupti and the demangler starts no child process
+    (``ctypes.util.find_library`` would run ``ldconfig -p``, a process of the program's tree that
+    the recording would list as not recorded)."""
+    pytest.importorskip("cuda.bindings")
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root)] + ([os.environ["PYTHONPATH"]]
+                                                                     if os.environ.get("PYTHONPATH") else [])))
+    p = subprocess.run([sys.executable, "-c", _SPAWNS], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.splitlines()[-1])
+    assert r["pathfinder"] and r["demangled"] == "f()"
+    assert r["mine"] == []
+    assert r["control"] and "ldconfig" in r["control"][0][0], r["control"]
+
+
+# ----------------------------------------------------------- a capture in another thread, "global" mode
+def test_the_recorders_threads_make_no_cuda_call_during_a_capture(fake: FakeCupti, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a program thread captures in the default "global" mode, a CUDA call from any other
+    thread invalidates the capture (cudaErrorStreamCaptureInvalidated). Every CUDA and CUPTI entry
+    point the recorder reaches (the graph reads, the device's properties and versions, torch's
+    allocator and device calls, CUPTI's ids) is logged with its thread here: while one thread's
+    capture is open, no other thread calls one, though the writer writes the graph captured before
+    and refreshes the index meanwhile; the writer thread never calls one."""
+    import cgtool.capture._deps as deps
+    import cgtool.capture.export as ex
+    import cgtool.capture.graphread as gr
+    from cgtool.capture.record import writer as writer_mod
+    from cgtool.capture.record.options import RecordOptions
+    from cgtool.capture.record.recorder import Recorder
+
+    calls: list[tuple[str, int]] = []
+
+    def logged(name: str, fn: Any) -> Any:
+        def call(*a: Any, **kw: Any) -> Any:
+            calls.append((name, threading.get_ident()))
+            return fn(*a, **kw)
+        return call
+
+    for mod, name in ((gr, "read_graph"), (gr, "read_quick"), (ex, "cuda_environment")):
+        monkeypatch.setattr(mod, name, logged(name, getattr(mod, name)))
+
+    class _Bindings:  # cuda.bindings' runtime and driver: every function logged
+        def __init__(self, real: Any, name: str) -> None:
+            self._real, self._name = real, name
+
+        def __getattr__(self, attr: str) -> Any:
+            v = getattr(self._real, attr)
+            return logged(f"{self._name}.{attr}", v) if callable(v) and attr[:2] in ("cu", "cd") else v
+
+    real_require = deps.require_bindings
+    monkeypatch.setattr(deps, "require_bindings", lambda *a: tuple(
+        _Bindings(m, n) for m, n in zip(real_require(*a), ("runtime", "driver"))))
+    monkeypatch.setattr(fake, "get_graph_id", logged("cuptiGetGraphId", fake.get_graph_id))
+    torch_c = types.SimpleNamespace(_cuda_getDevice=logged("torch._C._cuda_getDevice", lambda: 0),
+                                    _cuda_memoryStats=logged("torch._C._cuda_memoryStats", lambda d: {
+                                        "reserved_bytes": {"all": {"current": 0}}}))
+    torch_cuda = types.SimpleNamespace(**{n: logged(f"torch.cuda.{n}", lambda *a: 0) for n in (
+        "memory_reserved", "max_memory_reserved", "get_device_properties", "get_device_capability")},
+        is_initialized=logged("torch.cuda.is_initialized", lambda: False))
+    fake_torch = types.SimpleNamespace(_C=torch_c, cuda=torch_cuda, __version__="0", version=types.SimpleNamespace(cuda="13.0"))
+    monkeypatch.setattr(writer_mod, "_MAX_DEFER_S", 0.3)  # the writer does not wait for the open capture to end
+
+    rec = Recorder(str(tmp_path), RecordOptions(subscriber="cupti-python", writer_quiet_s=0.05, index_refresh_s=0.05),
+                   program=["prog.py"])
+    rec.start()
+    rec.tracker.torch = fake_torch
+    capture(fake, 100, [11, 12], 5000)  # graph 0, handed to the writer
+    replay(fake, 5000)
+    window: dict[str, Any] = {}
+
+    def capturing_thread() -> None:
+        fake.graphs[200] = [21]  # type: ignore[attr-defined]
+        window["thread"] = threading.get_ident()
+        window["start"] = len(calls)
+        fake.api(Rt.cudaStreamBeginCapture_v10000, Site.API_ENTER)
+        fake.api(Rt.cudaStreamBeginCapture_v10000, Site.API_EXIT)
+        deadline = time.perf_counter() + 10
+        while not (tmp_path / "graph_000.json").exists() and time.perf_counter() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the index refreshed too (replays of graph 0 changed)
+        window["written"] = (tmp_path / "graph_000.json").exists()
+        fake.graph_event(Res.GRAPHNODE_CREATED, graph=200, node=21)
+        fake.api(Rt.cudaStreamEndCapture_v10000, Site.API_ENTER)
+        fake.api(Rt.cudaStreamEndCapture_v10000, Site.API_EXIT)
+        window["end"] = len(calls)
+        fake.api(Rt.cudaGraphInstantiateWithFlags_v11040, Site.API_ENTER)
+        fake.graph_event(Res.GRAPHEXEC_CREATED, graph=200, exec_=6000)
+        fake.api(Rt.cudaGraphInstantiateWithFlags_v11040, Site.API_EXIT)
+
+    t = threading.Thread(target=capturing_thread)
+    t.start()
+    t.join()
+    assert rec.flush(10)
+    writer_thread = rec.writer._thread.ident  # type: ignore[union-attr]
+    rec.finish(0)
+    assert window["written"], "the writer wrote graph 0 while the other thread's capture was open"
+    idx = json.loads((tmp_path / "index.json").read_text())
+    assert [g["nodes"] for g in idx["graphs"]] == [2, 1] and idx["graphs"][0]["replays"] == 1
+    during = calls[window["start"]:window["end"]]
+    assert all(tid == window["thread"] for _, tid in during), during
+    assert not [c for c in calls if c[1] == writer_thread], "the writer thread made a CUDA call"
+    assert {"read_graph", "cuptiGetGraphId"} <= {n for n, tid in calls if tid == window["thread"]}, calls

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cgtool.artifacts.recording import load_recordings
+from cgtool.artifacts.recording import Recording, load_recordings, load_tree
 
 DATA = Path(__file__).parent / "data"
 PROGRAMS = Path(__file__).parent / "programs"
@@ -53,14 +53,25 @@ def _marked_line(program: str, mark: str) -> int:
     return next(i + 1 for i, text in enumerate(lines) if f"# {mark}" in text)
 
 
-def _graphs(folder: Path) -> list[dict[str, Any]]:
+def _one(folder: Path) -> Recording:
+    """The one process of a one-process program (the recording's ``p<PID>`` folder)."""
     (rec,) = load_recordings(folder)
+    return rec
+
+
+def _graphs(folder: Path) -> list[dict[str, Any]]:
+    rec = _one(folder)
     return [rec.graph_doc(g) for g in rec.graphs]
 
 
 def _kernel_events(folder: Path) -> list[dict[str, Any]]:
-    trace = _json(folder / "trace.json")
+    trace = _json(_one(folder).folder / "trace.json")
     return [e for e in trace["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+
+
+def _script(argv: list[str]) -> str:
+    """The program file of a recorded command line (``python3 tests/programs/x.py`` -> ``x.py``)."""
+    return next(Path(a).name for a in argv if a.endswith(".py"))
 
 
 # -------------------------------------------------------------------------------------------- joins
@@ -73,7 +84,7 @@ def test_trace_joins_exports_completely(name: str) -> None:
     ids = [e["args"]["graph node id"] for e in evs]
     assert all(i in tools_ids for i in ids), "every traced node id is a node of an export (100 % join)"
     # and the trace embeds the same exports
-    embedded = _json(folder / "trace.json")["cgtool"]
+    embedded = _json(_one(folder).folder / "trace.json")["cgtool"]
     assert embedded, "exports embedded in the trace"
 
 
@@ -97,7 +108,7 @@ def test_traced_replays_run_every_kernel_node_once(name: str) -> None:
 def test_server_replays_pool_and_lines() -> None:
     folder = _rec("server")
     res = _result(folder)
-    (rec,) = load_recordings(folder)
+    rec = _one(folder)
     assert _exit_code(folder) == 0 and rec.index["exit_code"] == 0
     graphs = rec.graphs
     assert len(graphs) == len(res["batch_sizes"]) == 4
@@ -130,12 +141,12 @@ def test_server_trace_holds_the_chosen_replays() -> None:
     """--trace-replays K after --trace-skip: min(K, replays - skip) launches of each graph in the trace."""
     folder = _rec("server")
     res = _result(folder)
-    trace = _json(folder / "trace.json")
+    trace = _json(_one(folder).folder / "trace.json")
     launches_per_graph: dict[int, set[int]] = defaultdict(set)
     for e in trace["traceEvents"]:
         if e.get("cat") == "kernel":
             launches_per_graph[e["args"]["graph id"]].add(e["args"]["correlation"])
-    (rec,) = load_recordings(folder)
+    rec = _one(folder)
     for g, bs in zip(rec.graphs, res["batch_sizes"]):
         want = max(0, min(TRACE_REPLAYS["server"], res["replays"][str(bs)] - TRACE_SKIP))
         assert len(launches_per_graph[g["exec_graph_id"]]) == want
@@ -144,7 +155,7 @@ def test_server_trace_holds_the_chosen_replays() -> None:
 def test_train_forward_and_backward_graphs() -> None:
     folder = _rec("train")
     res = _result(folder)
-    (rec,) = load_recordings(folder)
+    rec = _one(folder)
     assert len(rec.graphs) == 2
     assert [g["replays"] for g in rec.graphs] == [res["steps"], res["steps"]]
     fwd, bwd = (rec.graph_doc(g) for g in rec.graphs)
@@ -159,7 +170,7 @@ def test_train_forward_and_backward_graphs() -> None:
 def test_compiled_graphs_name_inductor_ops_and_skips() -> None:
     folder = _rec("compiled")
     res = _result(folder)
-    (rec,) = load_recordings(folder)
+    rec = _one(folder)
     idx = rec.index
     compiled = [g for g in rec.graphs if g["compiled_code"]]
     assert len(compiled) >= len(res["shapes"])
@@ -182,7 +193,7 @@ def test_compiled_graphs_name_inductor_ops_and_skips() -> None:
 def test_crash_keeps_the_first_two_graphs_and_the_exit_code() -> None:
     folder = _rec("crash")
     res = _result(folder)
-    (rec,) = load_recordings(folder)
+    rec = _one(folder)
     assert _exit_code(folder) == 1
     assert rec.index["exit_code"] == 1 and rec.index["finished"]
     assert "deliberate crash" in (folder / "stderr.txt").read_text()
@@ -194,30 +205,43 @@ def test_crash_keeps_the_first_two_graphs_and_the_exit_code() -> None:
     assert ranges == [{None}, {"second_graph"}]
 
 
-def test_no_graph_is_an_empty_index_and_exit_0() -> None:
+def test_no_graph_is_said_plainly() -> None:
+    """no_graph.py: one Python process, no graph; the other processes of its tree are the ldconfig
+    runs of its libraries (a helper command, which makes no CUDA graph), so "no graph" is the answer."""
+    import io
+
+    from rich.console import Console
+
+    from cgtool.report.record_table import record_summary
+
     folder = _rec("nograph")
-    (rec,) = load_recordings(folder)
+    tree = load_tree(folder)
+    (rec,) = tree.recordings
     assert _exit_code(folder) == 0 and rec.graphs == []
-    assert "instantiated no CUDA graph" in (folder / "stderr.txt").read_text()
+    unrecorded = [p for p in tree.processes if not p.followed]
+    assert unrecorded and all(Path(p.argv[0]).name == "ldconfig" for p in unrecorded)  # read from the argv
+    assert tree.complete and not tree.unseen
+    con = Console(file=io.StringIO(), width=200, color_system=None)
+    record_summary(con, tree)
+    assert "instantiated no CUDA graph in any of its 1 process(es)" in con.file.getvalue()  # type: ignore[attr-defined]
 
 
 def test_bad_input_recordings() -> None:
     missing, busy = _rec("missing"), _rec("busy")
     assert _exit_code(missing) == 2 and "Program not found" in (missing / "stderr.txt").read_text()
     assert _exit_code(busy) == 3
-    err = (busy / "stderr.txt").read_text()
-    assert "MULTIPLE_SUBSCRIBERS" in err and "The program was not started" in err
-    assert "RESULT" not in (busy / "stdout.txt").read_text()
+    assert "MULTIPLE_SUBSCRIBERS" in (busy / "stderr.txt").read_text()
+    assert "RESULT" not in (busy / "stdout.txt").read_text()  # the program was not started
 
 
-def test_ranks_record_into_subfolders() -> None:
-    """server_runner.py under --nproc-per-node 2: each rank's graphs and replays in its own folder."""
+def test_ranks_record_into_their_processes() -> None:
+    """server_runner.py under --nproc-per-node 2: each rank's graphs and replays in its process's folder."""
     folder = _rec("ranks")
     res = _result(folder)  # both ranks print the same counts
-    recs = load_recordings(folder)
-    assert [r.rank for r in recs] == [0, 1]
+    recs = [r for r in load_recordings(folder) if r.rank is not None]  # the torchrun launcher has no rank
+    assert sorted(r.rank for r in recs) == [0, 1]
     for r in recs:
-        assert r.folder.name == f"rank{r.rank}" and r.index["rank"] == r.rank and r.index["world_size"] == 2
+        assert r.folder.name == f"p{r.pid}" and r.index["rank"] == r.rank and r.index["world_size"] == 2
         assert [g["replays"] for g in r.graphs] == [res["replays"][str(bs)] for bs in res["batch_sizes"]]
         assert r.index["exit_code"] == 0
     assert _exit_code(folder) == 0
@@ -227,8 +251,8 @@ def test_ranks_record_into_subfolders() -> None:
 def test_every_source_line_is_a_line_of_the_program(name: str) -> None:
     """Each node's (and each capture's) file:line is in the program's own file, with the recorded text."""
     folder = _rec(name)
-    (rec,) = load_recordings(folder)
-    program = Path(rec.index["program"][0]).name
+    rec = _one(folder)
+    program = _script(rec.index["program"])
     text = (PROGRAMS / program).read_text().splitlines()
     n = 0
     for d in (rec.graph_doc(g) for g in rec.graphs):
@@ -248,7 +272,7 @@ def test_kernel_coverage_agrees_with_the_program_and_the_trace(name: str) -> Non
     Per graph: kernels = replays x kernel nodes (replays from the program, nodes from the export),
     and its kernel time per replay is what the trace's own replays took."""
     folder = _rec(name)
-    (rec,) = load_recordings(folder)
+    rec = _one(folder)
     cov = rec.index["coverage"]
     per_replay: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))
     for e in _kernel_events(folder):
@@ -370,18 +394,57 @@ def test_the_killed_worker_and_the_programs_exit_code() -> None:
     assert not w["finished"] and w["exit_code"] == 128 + 9 and _exit_code(folder) == 7
 
 
-def test_cudagraph_trees_rerecord_at_one_line_with_the_shapes() -> None:
+def _defined(program: str, function: str) -> int:
+    """The ``def`` line of a function of a program, read from the file."""
+    lines = (PROGRAMS / program).read_text().splitlines()
+    return next(i + 1 for i, text in enumerate(lines) if text.lstrip().startswith(f"def {function}("))
+
+
+def test_cudagraph_trees_rerecord_at_the_compiled_function_with_the_shapes() -> None:
+    """cudagraph trees record a graph per new shape of one compiled function: each is captured at
+    that function (its ``def`` line, the innermost line of the program's own code when trees began
+    the capture), with the program's call into it next on the captured stack, and the input shapes
+    (parameters left out) cover every batch size the program used."""
     folder, tree = _tree("trees")
-    line = _marked_line("cudagraph_trees_reshape.py", "LINE_CALL")
+    fwd = _defined("cudagraph_trees_reshape.py", "forward")
+    call = _marked_line("cudagraph_trees_reshape.py", "LINE_CALL")
     (p,) = [p for p in tree["processes"] if p["followed"] and p["graphs"]]
     idx = _json(folder / p["folder"] / "index.json")
     served = [g for g in idx["graphs"] if g["replays"]]
-    assert served and all(g["captured_at"].endswith(f"cudagraph_trees_reshape.py:{line}") for g in served)
-    batches = {r["batches"][0] for r in _last_results(folder).values()} | set(next(iter(
-        _last_results(folder).values()))["distinct"])
-    shapes = {tuple(i[0] for i in g["capture_inputs"]["inputs"] if isinstance(i, list) and i)
-              for g in idx["graphs"] if g.get("capture_inputs")}
-    assert {b for s in shapes for b in s} >= batches - {None}
+    assert served and all(g["captured_at"].endswith(f"cudagraph_trees_reshape.py:{fwd}") for g in served)
+    for g in served:
+        stack = _json(folder / p["folder"] / g["file"])["cgtool"]["record"]["captured_at"]["stack"]
+        assert any(s.split(" ")[0].endswith(f"cudagraph_trees_reshape.py:{call}") for s in stack), stack
+    (res,) = _last_results(folder).values()
+    batches = {i[0] for g in idx["graphs"] for i in (g.get("capture_inputs") or {}).get("inputs") or []
+               if isinstance(i, list) and i}
+    assert batches >= set(res["distinct"])
+
+
+def test_the_programs_own_profiler_leaves_a_lower_bound() -> None:
+    """own_profiler.py: the replays of graph A before the program's profiler took CUPTI, as the
+    program counted them, marked as a lower bound; the recording says where it was suspended."""
+    folder, tree = _tree("profiler")
+    (res,) = _last_results(folder).values()
+    assert res["profiler_gpu_events"] > 0, "the program's own profiler worked"
+    (p,) = [p for p in tree["processes"] if p["followed"] and p["graphs"]]
+    idx = _json(folder / p["folder"] / "index.json")
+    (sp,) = idx["suspended"]
+    assert sp["site"].endswith(f"own_profiler.py:{_marked_line('own_profiler.py', 'LINE_PROFILER')}")
+    a = idx["graphs"][0]
+    assert a["replays"] == res["before_profiler"][0] and a["replays_complete"] is False
+    if sp["resumed_at_s"] is None:  # Kineto kept CUPTI: graphs B and C are not in the recording
+        assert len(idx["graphs"]) == 1
+    else:  # graph C was made after the profiler: all its replays
+        assert [g["replays"] for g in idx["graphs"][1:]] == res["replays"][2:]
+
+
+def test_the_spawn_worker_captured_in_its_thread() -> None:
+    folder, tree = _tree("spawn_thread")
+    (p,) = [p for p in tree["processes"] if p["followed"] and p["graphs"]]
+    assert p["started_as"] == "spawn" and p["graphs"] == 2
+    for g in _json(folder / p["folder"] / "index.json")["graphs"]:
+        assert _json(folder / p["folder"] / g["file"])["cgtool"]["record"]["thread"] != "main"
 
 
 def test_compiled_llama_nodes_name_the_model_lines_and_modules() -> None:

@@ -7,7 +7,8 @@ here rather than leaving recordings without their names:
 * the autograd node a backward pass is running (``torch._C._current_autograd_node``);
 * the ``torch.cuda.graph`` context manager holding its ``CUDAGraph`` as ``self.cuda_graph`` (the
   pool of a graph is read from it) and the ``CUDAGraph.pool()`` method;
-* CUDA graph trees' ``record_function`` (its ``new_inputs``: the shapes a graph was recorded for) and
+* CUDA graph trees' ``CUDAGraphNode._record`` (its ``inputs``, less ``static_input_idxs``: the shapes a
+  graph was recorded for; ``record_function``'s ``new_inputs`` is cleared before the capture) and
   ``deferred_cudagraphify`` (its ``int_key``);
 * Inductor's ``_compile_fx_inner`` and ``PyCodeCache.load_by_key_path`` (compiled code -> the model's
   lines and nn.Module paths), and the FX nodes' ``stack_trace``/``nn_module_stack``/``from_node``;
@@ -69,10 +70,14 @@ def test_cudagraph_trees_capture_functions_are_found():
     from cgtool.capture.record import attribution
 
     attribution.track_trees()
-    names = {c.co_name for c in attribution._TREE_KEEP}
-    assert names == {"record_function", "deferred_cudagraphify"}, names
+    names = {c.co_name for c in attribution._TREE_KEEP if c.co_filename == cudagraph_trees.__file__}
+    assert names == {"_record", "record_function", "deferred_cudagraphify"}, names
     rf = inspect.signature(cudagraph_trees.CUDAGraphTreeManager.record_function)
     assert "new_inputs" in rf.parameters
+    assert "inputs" in inspect.signature(cudagraph_trees.CUDAGraphNode._record).parameters
+    assert "static_input_idxs" in inspect.getsource(cudagraph_trees.CUDAGraphNode._record)
+    init = inspect.getsource(cudagraph_trees.CUDAGraphNode.__init__)
+    assert init.index("inputs.clear()") < init.index("self._record("), "the caller's list is empty at capture"
     (deferred,) = [c for c in attribution._TREE_KEEP if c.co_name == "deferred_cudagraphify"]
     assert "int_key" in deferred.co_varnames
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from fake_cupti_abi import RECORD_DRIVER, FakeCupti, capture, fake_site, install, replay
+from fake_cupti_abi import RECORD_DRIVER, FakeCupti, FakeLibcupti, capture, fake_site, install, replay
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process trees are followed on Linux")
 
@@ -274,12 +274,16 @@ def _fake_profiler_module(f: FakeCupti, *, kineto_keeps_cupti: bool) -> Any:
     return mod
 
 
+@pytest.mark.parametrize("how", ["cupti-python", "c"])
 @pytest.mark.parametrize("keeps", [False, True])
-def test_the_programs_own_profiler_gets_cupti(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, keeps: bool) -> None:
+def test_the_programs_own_profiler_gets_cupti(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, keeps: bool,
+                                              how: str) -> None:
     """The program starts a GPU profiler while recorded: the profiler gets CUPTI (the program works
     as it would unrecorded), the recording says from which line it missed what; the graph made while
-    the profiler ran is not in it; after the profiler stops the recorder takes CUPTI back if it can."""
-    from cgtool.capture.record import profiler
+    the profiler ran is not in it; after the profiler stops the recorder takes CUPTI back if it can.
+    The replays before the profiler are counted once, whether the compiled callback or Python counts
+    them and whether or not the recording resumes."""
+    from cgtool.capture.record import _subscriber, profiler
     from cgtool.capture.record.options import RecordOptions
     from cgtool.capture.record.recorder import Recorder
 
@@ -288,12 +292,18 @@ def test_the_programs_own_profiler_gets_cupti(monkeypatch: pytest.MonkeyPatch, t
     pkg.cupti = f  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "cupti", pkg)
     install(f, monkeypatch.setattr)
-    rec = Recorder(str(tmp_path / "rec"), RecordOptions(subscriber="cupti-python"), program=["prog.py"])
+    if how == "c":
+        if _subscriber.compiled_callback() is None:
+            pytest.skip("the compiled callback is not built here (Python < 3.11 or no C compiler)")
+        monkeypatch.setattr(_subscriber, "load_libcupti", lambda: FakeLibcupti(f))
+    rec = Recorder(str(tmp_path / "rec"), RecordOptions(subscriber=how), program=["prog.py"])
     rec.start()
+    assert rec.subscriber == how and rec.sub.counts_in_c == (how == "c")
     mod = _fake_profiler_module(f, kineto_keeps_cupti=keeps)
     profiler.wrap(mod)
     capture(f, 100, [1, 2], 11000)
-    replay(f, 11000)
+    for _ in range(3):
+        replay(f, 11000)
     line = sys._getframe().f_lineno + 1
     mod._prepare_profiler(None, {_Activity("CPU"), _Activity("CUDA")})
     mod._enable_profiler(None, set())
@@ -315,7 +325,7 @@ def test_the_programs_own_profiler_gets_cupti(monkeypatch: pytest.MonkeyPatch, t
         assert [g["nodes"] for g in idx["graphs"]] == [2, 3]
         assert idx["graphs"][1]["replays"] == 1 and idx["graphs"][1]["replays_complete"]
     g0 = idx["graphs"][0]
-    assert g0["replays"] == 1 and g0["replays_complete"] is False  # the replay under the profiler was not seen
+    assert g0["replays"] == 3 and g0["replays_complete"] is False  # the replay under the profiler was not seen
 
 
 def test_a_cpu_only_profiler_leaves_the_recording_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -358,3 +368,24 @@ def test_the_programs_own_sitecustomize_still_runs(tmp_path: Path) -> None:
                         str(prog)], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert results(p.stdout) == [{"ran": 1, "recording": True}]
+
+
+def test_a_python_child_given_pythonpath_from_sys_path_is_recorded(tmp_path: Path) -> None:
+    """torch starts its compile workers with ``PYTHONPATH=os.pathsep.join(sys.path)``
+    (``python_subprocess_env``): such a child is recorded like any other, its pid followed."""
+    prog = tmp_path / "p.py"
+    prog.write_text(
+        "import json, os, subprocess, sys\n"
+        "env = {**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}\n"
+        "child = 'import json, os, sys; print(\"RESULT \" + json.dumps({\"pid\": os.getpid(), "
+        "\"recording\": \"cgtool.capture.record.process\" in sys.modules}), flush=True)'\n"
+        "subprocess.run([sys.executable, '-c', child], env=env, check=True)\n"
+        "print('RESULT ' + json.dumps({'pid': os.getpid(), 'recording': 'cgtool.capture.record.process' "
+        "in sys.modules}), flush=True)\n")
+    p, out = record_fake(tmp_path, ["python", str(prog)])
+    assert p.returncode == 0, p.stderr
+    res = results(p.stdout)
+    assert len(res) == 2 and all(r["recording"] for r in res), res
+    tree, _ = tree_and_indexes(out)
+    followed = {pr["pid"] for pr in tree["processes"] if pr["followed"]}
+    assert {r["pid"] for r in res} <= followed, tree["processes"]

@@ -280,8 +280,9 @@ def test_record_folder_report_shows_source_lines(data_dir, tmp_path):
     """A `cgtool record` folder: one tab per recorded graph, each node labelled with the source
     line record attributed it to (its ``source.label``), the replay drawn from record's trace."""
     case = data_dir / "record_server"
-    index = json.loads(gzip.decompress((case / "index.json.gz").read_bytes()))
-    first = json.loads(gzip.decompress((case / "graph_000.json.gz").read_bytes()))  # index["graphs"][0], stored gzipped
+    (proc,) = case.glob("p*")  # the one recorded process of the program
+    index = json.loads(gzip.decompress((proc / "index.json.gz").read_bytes()))
+    first = json.loads(gzip.decompress((proc / "graph_000.json.gz").read_bytes()))  # index["graphs"][0], stored gzipped
     dom, stderr, png = _browse(_report(tmp_path, case), tmp_path)
     _common(dom, stderr, png)
     tabs = [e for e in dom.els if e["tag"] == "button" and "tab" in e["a"].get("class", "").split()]

@@ -21,10 +21,16 @@ def _doc(p: Path):
     return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
 
 
+def _server_graph(data_dir: Path, k: int) -> Path:
+    """Graph ``k`` of the recorded server process (record_server/p<PID>/graph_00k.json.gz)."""
+    (path,) = (data_dir / "record_server").glob(f"p*/graph_00{k}.json.gz")
+    return path
+
+
 def test_topo_names_the_lines_on_the_critical_path(run_cli, data_dir):
-    doc = _doc(data_dir / "record_server" / "graph_000.json.gz")
+    doc = _doc(_server_graph(data_dir, 0))
     labels = {n["source"]["label"] for n in doc["cgtool"]["nodes"] if n.get("source")}
-    rc, out, err = run_cli("topo", data_dir / "record_server" / "graph_000.json.gz", env={"COLUMNS": "200"})
+    rc, out, err = run_cli("topo", _server_graph(data_dir, 0), env={"COLUMNS": "200"})
     assert rc == 0, err
     assert "source lines" in out
     shown = [lbl for lbl in labels if lbl in out]
@@ -42,7 +48,7 @@ def test_deps_names_both_lines_of_a_fake_dependency(data_dir):
 
 
 def test_diff_matches_nodes_by_source_line(data_dir):
-    a_doc, b_doc = (_doc(data_dir / "record_server" / f"graph_00{k}.json.gz") for k in (0, 3))
+    a_doc, b_doc = (_doc(_server_graph(data_dir, k)) for k in (0, 3))
 
     def by_line(doc):  # independently: nodes per (line, kernel) straight from the JSON
         c = Counter()

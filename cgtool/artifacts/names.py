@@ -1,26 +1,27 @@
 """Kernel names: demangling and shortening for people to read.
 
 Demangling uses the C++ runtime's ``__cxa_demangle`` through ctypes when the platform has
-libstdc++ (every Linux machine that runs torch does); otherwise names stay mangled.
+libstdc++ (every Linux machine that runs torch does) or libc++; otherwise names stay mangled.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from functools import lru_cache
 
 _demangler: object = None  # the __cxa_demangle function, False when unavailable, None untried
+
+#: The C++ runtimes by soname, loaded by the dynamic loader's own search. Not through
+#: ``ctypes.util.find_library``: on Linux it runs ``/sbin/ldconfig -p`` as a child process, which
+#: under ``cgtool record`` (the recorder demangles kernel names) is a process of the program's tree.
+_CXX_RUNTIMES = ("libstdc++.so.6", "libc++.so.1", "libc++.1.dylib", "libc++.dylib")
 
 
 def _load_demangler() -> object:
     global _demangler
     if _demangler is None:
         _demangler = False
-        for name in ("stdc++", "c++"):
-            path = ctypes.util.find_library(name) or (f"lib{name}.so.6" if name == "stdc++" else None)
-            if not path:
-                continue
+        for path in _CXX_RUNTIMES:
             try:
                 lib = ctypes.CDLL(path)
                 fn = lib.__cxa_demangle

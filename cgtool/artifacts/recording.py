@@ -4,7 +4,8 @@ Pure file reading: no torch, no capture imports. Layout written by ``cgtool/capt
 
     OUT/index.json              the tree (schema 2): program, exit code, processes[] (pid, parent,
                                 argv, rank, started_as, followed, folder, exit code and who saw it,
-                                graphs, replays, reason when not followed), complete, notes
+                                graphs, replays, reason when not followed, makes_no_graphs for a
+                                helper command), complete, notes
     OUT/p<PID>/index.json       one recorded process (schema 1): its pid, parent, argv, rank, graphs[]
                                 (replays, pool, capture time, capture site, traced launches), compile
                                 skips, coverage, memory ledger, children it saw, suspensions, trace
@@ -19,9 +20,11 @@ A process folder is itself a recording of one process: any command that reads a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from cgtool.artifacts.jsonio import load_json
 from cgtool.errors import InvalidInputError
@@ -60,6 +63,62 @@ class Recording:
         return doc
 
 
+# ------------------------------------------------------------------------------ helper commands
+#: Commands that make no CUDA graph, by file name: a process of the tree that the recorder could not
+#: follow and is one of these does not leave the recording's answer about graphs open. A program's
+#: libraries start them (torch.compile runs compilers and ptxas; ctypes.util.find_library runs
+#: ldconfig). Any other binary could use CUDA, so it does leave the answer open.
+HELPER_COMMANDS: dict[str, str] = {name: what for what, names in (
+    ("ldconfig", ("ldconfig",)),
+    ("a compiler or linker", ("gcc", "g++", "cc", "c++", "cpp", "clang", "clang++", "cc1", "cc1plus", "collect2",
+                              "ld", "ld.bfd", "ld.gold", "ld.lld", "lld", "as", "ar", "ranlib", "strip", "nm",
+                              "objcopy", "objdump", "readelf", "nvcc", "ptxas", "cicc", "cudafe++", "fatbinary",
+                              "nvlink", "nvdisasm", "cuobjdump", "nvprune")),
+    ("a system query", ("file", "uname", "nvidia-smi", "lscpu", "hostname", "getconf", "which", "openssl", "git")),
+) for name in names}
+
+_TRIPLET = re.compile(r"^(x86_64|aarch64|i[3-6]86|powerpc64le|ppc64le|arm\w*)(-\w+)*?-linux-gnu\w*-")
+_VERSIONED = re.compile(r"-(real|\d+(\.\d+)*)$")
+
+
+def helper_command(argv: list[str], exe: str | None = None) -> str | None:
+    """What a process is when it is known to make no CUDA graph (``HELPER_COMMANDS``, or one of
+    torch.compile's own Python helpers: its compile workers, its library probes); None otherwise."""
+    names = [os.path.basename(a) for a in ([exe] if exe else []) + argv[:1] if a]
+    for n in names:
+        n = _VERSIONED.sub("", _TRIPLET.sub("", n))
+        if n in HELPER_COMMANDS:
+            what = HELPER_COMMANDS[n]
+            return what if what == n else f"{what} ({n})"
+    if any(n.startswith(("python", "pypy")) for n in names):
+        args = argv[1:]
+        if any(a.replace(os.sep, "/").endswith("torch/_inductor/compile_worker/__main__.py") for a in args):
+            return "torch.compile's compile worker"
+        if "-c" in args[:3] and "torchinductor" in " ".join(args):
+            return "torch.compile's library probe"
+    return None
+
+
+def helpers_in(processes: Iterable[dict[str, Any]]) -> dict[int, str]:
+    """``{pid: what}`` for the processes of a tree that were not followed and make no CUDA graph:
+    helper commands, and the unrecorded processes they started (a compiler's own passes)."""
+    procs = [p for p in processes if isinstance(p, dict) and isinstance(p.get("pid"), int)]
+    out: dict[int, str] = {}
+    for p in procs:
+        if not p.get("followed"):
+            what = p.get("makes_no_graphs") or helper_command([str(a) for a in p.get("argv") or []], p.get("exe"))
+            if what:
+                out[p["pid"]] = str(what)
+    changed = True
+    while changed:  # a helper's unrecorded children, and theirs
+        changed = False
+        for p in procs:
+            if not p.get("followed") and p["pid"] not in out and p.get("parent") in out:
+                out[p["pid"]] = f"started by {out[p['parent']].split(' (')[0]}"
+                changed = True
+    return out
+
+
 @dataclass(frozen=True)
 class ProcessEntry:
     """One process of the program's tree, recorded or not."""
@@ -78,6 +137,7 @@ class ProcessEntry:
     replays: int | None = None
     reason: str | None = None  # why it has no recording (or why its recording is not finished)
     cuda: dict[str, Any] | None = None
+    helper: str | None = None  # not followed, and a helper command that makes no CUDA graph: what it is
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -106,12 +166,18 @@ class RecordingTree:
 
     @property
     def complete(self) -> bool:
-        """Every process of the program was recorded to its end."""
-        return all(p.followed and p.finished is not False for p in self.processes)
+        """Every process of the program that could make CUDA graphs was recorded to its end (a
+        helper command that makes none, not recorded, leaves nothing unseen)."""
+        return all((p.followed and p.finished is not False) or p.helper for p in self.processes)
 
     @property
     def not_followed(self) -> list[ProcessEntry]:
         return [p for p in self.processes if not p.followed]
+
+    @property
+    def unseen(self) -> list[ProcessEntry]:
+        """Processes not recorded that could have made CUDA graphs."""
+        return [p for p in self.processes if not p.followed and not p.helper]
 
     def recording_of(self, pid: int) -> Recording | None:
         """The (last) recording of process ``pid``."""
@@ -208,7 +274,9 @@ def load_tree(folder: Path) -> RecordingTree:
         idx = read_json(folder / INDEX)
         if isinstance(idx, dict) and "processes" in idx:
             _check_tree(idx, folder)
-            procs = [_entry(p) for p in idx["processes"] if isinstance(p, dict)]
+            helpers = helpers_in(idx["processes"])
+            procs = [replace(e, helper=helpers.get(e.pid)) if e.pid in helpers else e
+                     for e in (_entry(p) for p in idx["processes"] if isinstance(p, dict))]
             recs = []
             for p in procs:
                 if p.folder and _has_index(folder / p.folder):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from types import ModuleType
-from typing import Any
+from typing import Any, Iterator
 
 from cgtool.errors import CaptureError, MissingExtraError
 
@@ -42,10 +44,40 @@ def require_cuda(what: str = "This command") -> ModuleType:
     return torch
 
 
+@contextlib.contextmanager
+def no_ldconfig() -> Iterator[None]:
+    """Around an import of NVIDIA's Python packages: ``ctypes.util.find_library("dl")`` answers
+    glibc's soname without running ``/sbin/ldconfig -p``.
+
+    cuda.pathfinder (which cuda.bindings and cupti-python import) asks ``find_library`` for libdl
+    when it is imported, and falls back to ``"libdl.so.2"``; ``find_library`` runs ldconfig as a
+    child process to answer. Under ``cgtool record`` that child is a process of the program's tree
+    that cgtool itself started. The answer given here is pathfinder's own fallback (the soname
+    ldconfig lists on glibc), so what it loads does not change; other names go to ``find_library``.
+    """
+    if not sys.platform.startswith("linux"):
+        yield
+        return
+    import ctypes.util
+
+    real = ctypes.util.find_library
+
+    def find_library(name: str) -> str | None:
+        return "libdl.so.2" if name == "dl" else real(name)
+
+    ctypes.util.find_library = find_library
+    try:
+        yield
+    finally:
+        if ctypes.util.find_library is find_library:
+            ctypes.util.find_library = real
+
+
 def require_bindings(what: str = "This command") -> tuple[ModuleType, ModuleType]:
     """(cuda.bindings.runtime, cuda.bindings.driver)."""
     try:
-        from cuda.bindings import driver, runtime
+        with no_ldconfig():
+            from cuda.bindings import driver, runtime
     except ImportError:
         raise MissingExtraError(what, detail="cuda-bindings (the cuda-python package)") from None
     return runtime, driver
@@ -54,7 +86,8 @@ def require_bindings(what: str = "This command") -> tuple[ModuleType, ModuleType
 def optional_cupti() -> Any | None:
     """The ``cupti`` module of cupti-python, or None when it is not installed or cannot load."""
     try:
-        from cupti import cupti
+        with no_ldconfig():
+            from cupti import cupti
     except Exception:  # ImportError, or a library mismatch raised at load time
         return None
     return cupti

@@ -41,8 +41,11 @@ def load_libcupti() -> Any:
                     return lib
                 except (OSError, AttributeError):
                     continue
+    from cgtool.capture._deps import no_ldconfig
+
     try:
-        from cuda import pathfinder
+        with no_ldconfig():
+            from cuda import pathfinder
     except ImportError as e:
         raise OSError(f"cuda.pathfinder is not installed ({e})") from None
     try:

@@ -107,6 +107,7 @@ class ProcessSummary:
     suspensions: tuple[dict[str, Any], ...] = ()
     pools: tuple[dict[str, Any], ...] = ()
     cuda: dict[str, Any] | None = None
+    helper: str | None = None  # not recorded, and a helper command that makes no CUDA graph: what it is
     recording: Recording | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -202,7 +203,8 @@ def replay_gaps(rec: Recording) -> list[ReplayGap]:
 def _process(tree: RecordingTree, rec: Recording | None, entry: Any) -> ProcessSummary:
     if rec is None:
         return ProcessSummary(pid=entry.pid, parent=entry.parent, rank=entry.rank, argv=list(entry.argv),
-                              followed=entry.followed, exit_code=entry.exit_code, reason=entry.reason, cuda=entry.cuda)
+                              followed=entry.followed, exit_code=entry.exit_code, reason=entry.reason, cuda=entry.cuda,
+                              helper=entry.helper)
     idx = rec.index
     graphs = tuple(_graph(rec.pid, g) for g in rec.graphs)
     by_site: dict[str | None, list[GraphStat]] = {}
@@ -271,11 +273,14 @@ def findings(s: RecordSummary) -> list[str]:
     out: list[str] = []
     graphs = s.graphs
     followed = [p for p in s.processes if p.followed]
-    not_followed = [p for p in s.processes if not p.followed]
+    helpers = [p for p in s.processes if not p.followed and p.helper]
+    not_followed = [p for p in s.processes if not p.followed and not p.helper]
     total = sum(g.replays for g in graphs)
     if not graphs:
         if s.complete:
-            out.append(f"The program instantiated no CUDA graph in any of its {len(followed)} process(es).")
+            out.append(f"The program instantiated no CUDA graph in any of its {len(followed)} process(es)"
+                       + (f" (the {len(helpers)} other(s) are helper commands, which make none)" if helpers else "")
+                       + ".")
         else:
             out.append(f"No CUDA graph in the {len(followed)} recorded process(es); "
                        f"{len(not_followed)} process(es) could not be recorded (below), so this does not say "
@@ -344,6 +349,10 @@ def findings(s: RecordSummary) -> list[str]:
         reasons = Counter(_short_reason(p.reason) for p in not_followed)
         out.append(f"{len(not_followed)} process(es) could not be recorded: "
                    + "; ".join(f"{n}x {r}" for r, n in reasons.most_common(5)) + ".")
+    if helpers:
+        kinds = Counter((p.helper or "").split(" (")[0] for p in helpers)
+        out.append(f"{len(helpers)} helper process(es) were not recorded; they make no CUDA graph: "
+                   + "; ".join(f"{n}x {k}" for k, n in kinds.most_common(5)) + ".")
     unfinished = [p for p in followed if p.reason]
     if unfinished:
         out.append(f"{len(unfinished)} recorded process(es) did not finish their recording (killed or crashed: "

@@ -68,13 +68,18 @@ def record_summary(con: Console, recs: RecordingTree | list[Recording]) -> None:
 
 
 def _processes(con: Console, s: RecordSummary) -> None:
+    """The processes, one row each; helper commands (which make no CUDA graph) counted in the title
+    and the findings, not listed (a torch.compile run starts dozens; the tree's index lists them)."""
     n_graphs = len(s.graphs)
-    tab = Table(title=f"cgtool record: {n_graphs} graph(s) in {len(s.processes)} process(es); program exit code "
+    shown = [p for p in s.processes if p.followed or not p.helper]
+    helpers = len(s.processes) - len(shown)
+    tab = Table(title=f"cgtool record: {n_graphs} graph(s) in {len(shown)} process(es)"
+                      + (f" and {helpers} helper command(s)" if helpers else "") + "; program exit code "
                       f"{s.exit_code if s.exit_code is not None else '-'}", title_justify="left")
     for col, j in (("pid", "right"), ("parent", "right"), ("rank", "right"), ("recorded", "left"),
                    ("graphs", "right"), ("replays", "right"), ("exit", "right"), ("command", "left")):
         tab.add_column(col, justify=j, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
-    for p in s.processes:
+    for p in shown:
         tab.add_row("?" if p.pid is None else str(p.pid), str(p.parent if p.parent is not None else "-"),
                     "-" if p.rank is None else str(p.rank),
                     ("yes" if not p.reason else "partly") if p.followed else "no",

@@ -20,6 +20,7 @@ if __name__ == "__main__":
     a = graph(x, 1)
     for _ in range(3):
         a.replay()
+    before = list(_graphcount._graphs)  # replays per graph before the profiler starts
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:  # LINE_PROFILER
         b = graph(x, 2)
         for _ in range(4):
@@ -33,4 +34,4 @@ if __name__ == "__main__":
     torch.cuda.synchronize()
     gpu_events = sum(1 for e in prof.events() if getattr(e, "device_type", None) is not None
                      and str(e.device_type).endswith("CUDA"))
-    _graphcount.result(profiler_gpu_events=gpu_events)
+    _graphcount.result(profiler_gpu_events=gpu_events, before_profiler=before)

@@ -583,9 +583,10 @@ def on_import(name: str, fn: Callable[[Any], object]) -> None:
 
 # ------------------------------------------------------------------------- CUDA graph trees
 #: ids of torch.compile's CUDA graph trees functions that hold a capture's inputs on the stack
-#: (``CUDAGraphTreeManager.record_function``'s ``new_inputs``, ``deferred_cudagraphify``'s
-#: ``int_key``): the capture-begin callback looks for them to record the shapes a graph was
-#: recorded for (``tracker.capture_shapes``). Empty until the program imports cudagraph trees.
+#: (``CUDAGraphNode._record``'s ``inputs``, ``CUDAGraphTreeManager.record_function``'s
+#: ``new_inputs``, ``deferred_cudagraphify``'s ``int_key``): the capture-begin callback looks for
+#: them to record the shapes a graph was recorded for (``tracker.capture_shapes``). Empty until the
+#: program imports cudagraph trees.
 _TREE_CODES: set[int] = set()
 _TREE_KEEP: list[CodeType] = []
 
@@ -596,10 +597,10 @@ def tree_codes() -> set[int]:
 
 def _register_trees(mod: Any) -> None:
     found: list[CodeType] = []
-    mgr = getattr(mod, "CUDAGraphTreeManager", None)
-    rf = getattr(mgr, "record_function", None)
-    if rf is not None and hasattr(rf, "__code__"):
-        found.append(rf.__code__)
+    for cls, meth in (("CUDAGraphNode", "_record"), ("CUDAGraphTreeManager", "record_function")):
+        fn = getattr(getattr(mod, cls, None), meth, None)
+        if fn is not None and hasattr(fn, "__code__"):
+            found.append(fn.__code__)
     for name in ("cudagraphify_impl", "cudagraphify"):
         fn = getattr(mod, name, None)
         code = getattr(fn, "__code__", None)

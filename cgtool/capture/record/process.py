@@ -291,6 +291,7 @@ _here = _os.path.dirname(_os.path.abspath(__file__))
 
 # The sitecustomize this one shadows, if any, runs first, as it would have (it may start a profiler
 # of its own: then CUPTI is held, and the recording says so).
+_at = [_i for _i, _p in enumerate(_sys.path) if _os.path.abspath(_p or ".") == _here]
 _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
 _mine = _sys.modules.pop("sitecustomize", None)
 try:
@@ -302,6 +303,10 @@ except Exception as _e:
 finally:
     if _mine is not None:
         _sys.modules["sitecustomize"] = _mine
+    # Back where PYTHONPATH put it: a Python child given PYTHONPATH built from sys.path (torch's
+    # python_subprocess_env: torch.compile's compile workers) runs this bootstrap too.
+    if _at:
+        _sys.path.insert(min(_at[0], len(_sys.path)), _here)
 
 
 def _cgtool_record():

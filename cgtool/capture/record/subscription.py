@@ -32,6 +32,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from cgtool.capture._deps import no_ldconfig
 from cgtool.capture.record import _subscriber, attribution
 from cgtool.errors import CaptureError, MissingExtraError
 
@@ -101,7 +102,8 @@ class Subscription:
         if self.cupti is not None:
             return self.cupti
         try:
-            from cupti import cupti
+            with no_ldconfig():
+                from cupti import cupti
         except Exception as e:  # ImportError, or a libcupti mismatch raised at load time
             raise missing_cupti(f"cupti-python, which could not be loaded ({type(e).__name__}: {e})") from None
         self.cupti = cupti

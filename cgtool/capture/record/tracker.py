@@ -13,7 +13,8 @@ Pool identity is a torch allocator notion, invisible to CUDA: at ``GRAPHEXEC_CRE
 ``torch.cuda.CUDAGraph`` being ended is found among the locals of the frames on the stack
 (``torch.cuda.graph.__exit__`` holds it), and its ``pool()`` is recorded. A capture made by
 torch.compile's CUDA graph trees also records the shapes of the inputs it was recorded for (the
-``new_inputs`` of cudagraph trees' ``record_function`` on the stack at capture begin).
+``inputs`` of cudagraph trees' ``CUDAGraphNode._record`` on the stack at capture begin, less the
+static ones: :func:`capture_shapes`).
 
 Nothing here writes a file; the tracker is driven by the fake CUPTI in the CPU tests
 (``tests/test_record_recorder_fake.py``).
@@ -298,9 +299,15 @@ class GraphTracker:
         return counts
 
     def carry_counts(self) -> None:
-        """Keep the compiled callback's counts in Python (it forgets them when configured again)."""
+        """Move the compiled callback's counts into Python, taking them out of the callback: it
+        keeps them while CUPTI is given up and forgets them when configured again, so each replay
+        is counted once whether or not the recording resumes."""
         if self.sub.counts_in_c:
-            self._carried = self.all_launches()
+            counts = self.all_launches()
+            nodecb = self.sub.nodecb
+            for h in list(nodecb.launch_counts()):
+                nodecb.take_launches(h)
+            self._carried = counts
 
     def replays_of(self, rec: GraphRecord, counts: dict[int, int]) -> int:
         return counts.get(rec.exec_handle, 0) if self.by_exec.get(rec.exec_handle) is rec else rec.replays
@@ -524,9 +531,14 @@ _MAX_SHAPES = 16
 
 
 def capture_shapes(frame: Any, frames: list[RawFrame]) -> dict[str, Any] | None:
-    """The inputs a CUDA graph trees capture was recorded for: the shapes of ``new_inputs`` of
-    cudagraph trees' ``record_function`` and the symbolic-size key of ``deferred_cudagraphify``
-    when they are on the stack (``attribution.tree_codes``); None for any other capture."""
+    """The inputs a CUDA graph trees capture was recorded for, when its functions are on the stack
+    (``attribution.tree_codes``); None for any other capture.
+
+    ``CUDAGraphNode._record``'s ``inputs`` (the copies it records with: the caller's list,
+    ``record_function``'s ``new_inputs``, is cleared before the capture begins) less the static
+    ones (parameters, buffers: ``wrapped_function.static_input_idxs``), as ``inputs`` (shapes;
+    an int input, a symbolic size, as itself), with ``n_inputs`` and ``static_inputs``; and the
+    symbolic-size key of ``deferred_cudagraphify`` (``symint_key``)."""
     codes = attribution.tree_codes()
     at = [i for i, (code, _) in enumerate(frames) if id(code) in codes]
     if not at:
@@ -539,14 +551,28 @@ def capture_shapes(frame: Any, frames: list[RawFrame]) -> dict[str, Any] | None:
         if i in at:
             try:
                 loc = f.f_locals
-                if "new_inputs" in loc and "inputs" not in out:
+                items: list[Any] | None = None
+                static: set[int] = set()
+                if f.f_code.co_name == "_record" and "inputs" in loc:
+                    items = list(loc["inputs"])
+                    wrapped = getattr(loc.get("self"), "wrapped_function", None)
+                    static = {int(k) for k in getattr(wrapped, "static_input_idxs", None) or ()}
+                elif "new_inputs" in loc:
                     items = list(loc["new_inputs"])
-                    out["inputs"] = [list(x.shape) if hasattr(x, "shape") else (x if isinstance(x, int) else None)
-                                     for x in items[:_MAX_SHAPES]]
+                if items and "inputs" not in out:
+                    dynamic = [x for k, x in enumerate(items) if k not in static]
+                    out["inputs"] = [_shape(x) for x in dynamic[:_MAX_SHAPES]]
                     out["n_inputs"] = len(items)
+                    out["static_inputs"] = len(items) - len(dynamic)
                 if "int_key" in loc and loc["int_key"] is not None:
                     out["symint_key"] = [int(v) if isinstance(v, int) else str(v) for v in loc["int_key"]][:_MAX_SHAPES]
             except Exception:
                 pass
         f = f.f_back
     return out or None
+
+
+def _shape(x: Any) -> Any:
+    if hasattr(x, "shape"):
+        return [int(d) if isinstance(d, int) else str(d) for d in x.shape]
+    return x if isinstance(x, int) else None

@@ -7,6 +7,9 @@ recorded Python process started or waited for (its index's ``children``), the la
 reaped (it is the program's child subreaper: orphans come to it). :func:`build` merges them into
 one list of processes, each followed (its folder) or not (with the reason), and the exit code each
 was seen to end with (the parent's ``wait`` where one was seen, else what the process reported).
+A process not followed that is a helper command known to make no CUDA graph (a compiler, ldconfig,
+torch.compile's compile workers: ``artifacts.recording.helper_command``), or that one of them
+started, says what it is (``makes_no_graphs``) and leaves the tree ``complete``.
 
 Nothing here imports torch or CUPTI; it reads JSON.
 """
@@ -19,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from cgtool.artifacts.recording import helper_command, helpers_in
 
 #: The schema of the recording's top-level index.json (a process's own index is ``ledger.RECORD_SCHEMA_VERSION``).
 TREE_SCHEMA = 2
@@ -159,9 +164,17 @@ def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int
             "exit_code": code, "exit_code_seen_by": "wait" if code is not None else None, "exit": None,
             "cuda": None, "graphs": None, "replays": None, "suspended": False,
             "reason": reason_not_followed(argv, exe, e),
+            "makes_no_graphs": helper_command(argv, exe),
         })
+    helpers = helpers_in(procs)  # helper commands, and what they started: not recorded, no graph missed
+    for p in procs:
+        what = helpers.get(p["pid"]) if not p["followed"] else None
+        if what:
+            p["makes_no_graphs"] = what
+            p["reason"] = f"{what}: a helper command, which makes no CUDA graph; not recorded"
     procs.sort(key=lambda p: (p["pid"] != root_pid, p.get("pid") or 0))
     not_followed = [p for p in procs if not p["followed"]]
+    unseen = [p for p in not_followed if not p.get("makes_no_graphs")]
     unfinished = [p for p in procs if p["followed"] and not p["finished"]]
     return {
         "cgtool_record": TREE_SCHEMA,
@@ -174,8 +187,9 @@ def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int
         "processes": procs,
         "followed": sum(1 for p in procs if p["followed"]),
         "not_followed": len(not_followed),
+        "helpers": len(not_followed) - len(unseen),
         "unfinished": len(unfinished),
-        "complete": not not_followed and not unfinished,
+        "complete": not unseen and not unfinished,
         "notes": list(notes or []) + [
             "processes were followed through a sitecustomize bootstrap (every Python that inherits PYTHONPATH), "
             "os.register_at_fork, and what recorded processes saw of their children; the launcher also scanned "
