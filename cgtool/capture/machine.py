@@ -57,6 +57,15 @@ def _compiled(module: str) -> tuple[bool, str]:
     return True, ""
 
 
+def _torch() -> Any:
+    """torch, or None where it is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
 def machine_facts() -> list[Fact]:
     """Every answer, in display order."""
     from cgtool import __version__
@@ -64,10 +73,7 @@ def machine_facts() -> list[Fact]:
     facts = [Fact("cgtool", "cgtool", __version__),
              Fact("python", "Python", platform.python_version(), sys.executable)]
     cuda = False
-    try:
-        import torch
-    except ImportError:
-        torch = None
+    torch = _torch()
     if torch is None:
         why = "torch is not installed"
         facts += [Fact("torch.installed", "torch", False, "analysis only: install cgtool[gpu] to capture",
