@@ -1,11 +1,12 @@
 """Warm up, capture, instantiate, check replay against eager, export. The engine behind
 ``cgtool capture``, ``export``, ``trace`` and ``bench``.
 
-The graph is captured in the device memory state the user's program leaves after its warm-up:
-the replay-vs-eager check runs after the capture (``check_replay``), and its eager reference is
-copied to the host, so nothing the check allocates is alive, or has moved the allocator, when the
-graph's buffers are placed. (Keeping one eager output of the 400-kernel chain alive on the GPU
-before capture moved its replay time by 18 % on an H100: docs/bench.md.)"""
+The graph is captured in the state the user's program leaves after its warm-up (the step run on
+a side stream): the replay-vs-eager check runs after the capture (``check_replay``), and its eager
+reference is copied to the host, so nothing the check allocates is alive when the graph's buffers
+are placed. (Running the 400-kernel chain eagerly on the stream its graph replays on, before the
+capture or after it, slowed every later replay by 18 % on an H100, the graph's buffers unmoved:
+docs/bench.md. ``cgtool bench`` therefore checks after all timing.)"""
 
 from __future__ import annotations
 
@@ -304,7 +305,8 @@ def capture_step(target: Target, step: Callable[[], Any], stream: Any, *, captur
 def check_replay(cap: Captured, rtol: float = 1e-4, atol: float = 1e-5) -> None:
     """Run the step eagerly, keep host copies of its outputs, replay the graph and compare; the
     result goes to ``cap.max_abs_diff``, ``worst_output`` and ``check_ok`` (left None when the
-    workload has no eager step). Call it after the capture: it allocates device memory."""
+    workload has no eager step). Call it after the capture, and after any timing: it allocates
+    device memory and runs the step on the current stream, which can slow later replays."""
     if cap.eager is None or cap.replay_outputs is None:
         return
     torch = require_cuda("Checking a replay")

@@ -240,8 +240,8 @@ POOLS = """
 
 
 def test_record_attributes_each_graph_to_its_own_pool(tmp_path):
-    """``recorder._pool_on_stack`` through its public effect: the ``pool`` of each graph in a
-    recording's index.json is the pool the program's own ``g.pool()`` names."""
+    """``recorder._pool_on_stack`` through its public effect: the ``pool`` of each graph in the
+    recording (its process's ``p<PID>/index.json``) is the pool the program's own ``g.pool()`` names."""
     pytest.importorskip("cupti")
     prog = _workload(tmp_path, "pools.py", POOLS)
     out = tmp_path / "rec"
@@ -251,9 +251,17 @@ def test_record_attributes_each_graph_to_its_own_pool(tmp_path):
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("RESULT "))
     want = json.loads(line[len("RESULT "):])["pools"]
     assert want[0] == want[1] and len(set(want)) == 4  # g2 shares g1's pool; the others have their own
-    idx = json.loads((out / "index.json").read_text())
-    graphs = idx.get("graphs") or [g for proc in idx.get("processes", []) for g in proc.get("graphs", [])]
-    assert [g["pool"] for g in graphs] == want
+    assert recorded_pools(out) == want
+
+
+def recorded_pools(folder: Path) -> list[str | None]:
+    """The ``pool`` of every graph a recording holds, process by process in the tree's order and
+    each process's graphs in capture order, read through ``cgtool.artifacts.recording`` (the
+    top-level index.json of the process-tree layout counts graphs; each process's are in its
+    ``p<PID>/index.json``)."""
+    from cgtool.artifacts.recording import load_recordings
+
+    return [g.get("pool") for rec in load_recordings(folder) for g in rec.graphs]
 
 
 def _cgtool(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
