@@ -20,7 +20,8 @@ from cgtool.cli._guard import RANK_STATUS_ENV, _paragraph, exit_status
 from cgtool.errors import ExitCode, Terminated
 
 #: How long a child that got the same Ctrl-C (the terminal sends it to the whole process group)
-#: may take to finish before it is sent one itself; torchrun stops its workers in this time.
+#: may take to finish before it is sent one itself; torchrun, whose ranks run in sessions of their
+#: own (the terminal's signal misses them), passes its SIGINT on to them and stops them in this time.
 INTERRUPT_GRACE_S = 5.0
 #: How long a child may take to end after SIGTERM (torchrun waits up to 30 s for its workers).
 TERMINATE_GRACE_S = 35.0

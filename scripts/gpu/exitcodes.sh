@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Exit codes on the GPU machine, from the repository root:  bash scripts/gpu/exitcodes.sh OUTDIR
-# About 1.5 minutes on one H100: two torch processes, four torchrun jobs of 2 ranks (both ranks on
-# cuda:0 on a 1-GPU machine: the workloads here need no process group), two of them stopped by a
-# signal after 12 s.
+# About 2 minutes on one H100: two torch processes, five torchrun jobs of 2 ranks (both ranks on
+# cuda:0 on a 1-GPU machine: the workloads here need no process group), three of them stopped by a
+# signal once both ranks are inside the workload's setup(); a run still going 45 s after its signal is
+# reported FAILED and killed (at most about 4.5 minutes then).
 # Success: every step prints "ok" (expected exit code seen, no rank left running);
 # "FAILED" names the step. Writes OUTDIR/exitcodes.log only.
 set -u
@@ -50,27 +51,49 @@ step "the demo's GPU path on the broken sample: its capture step's code, 3"
 python3 -m cgtool demo --workload "$BROKEN" >> "$LOG" 2>&1
 expect "demo --workload (broken)" 3 $?
 
-# A workload whose setup sleeps: the signals below arrive while every rank is inside it.
-printf 'import time\n\ndef setup():\n    time.sleep(120)\n    return lambda: None\n' > "$WORK/sleepy.py"
-# In its own session, with SIGINT at its default (a script's background job starts with it ignored).
-session() { python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' "$@"; }
+# A workload whose setup records its pid (SLEEPY_MARKS/rank<R>) and sleeps: the signals below are
+# sent once every rank is inside it.
+printf 'import os, time\n\ndef setup():\n    with open(os.path.join(os.environ["SLEEPY_MARKS"], "rank" + os.environ["RANK"]), "w") as f:\n        f.write(str(os.getpid()))\n    time.sleep(120)\n    return lambda: None\n' > "$WORK/sleepy.py"
+# Runs "$@" in a session of its own, with SIGINT at its default (a script's background job starts with
+# it ignored). `exec`: the background job's pid ($!) is then cgtool itself, the session's leader, so
+# that `kill -- -$pid` reaches its process group (without it, $! is a subshell of this script and
+# cgtool a child of it in another group).
+session() { exec python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' "$@"; }
+# signal_capture TAG SIGNAL GROUP|ALONE: start a 2-rank capture of sleepy.py, wait (at most 120 s)
+# until both ranks are in setup(), send SIGNAL to cgtool's process group or to cgtool alone, and wait
+# at most 45 s for cgtool to end (a run still going then is FAILED, and killed). Sets $rc.
+signal_capture() {
+  local tag=$1 sig=$2 to=$3 marks="$WORK/$1.marks" pid t0 i
+  mkdir -p "$marks"
+  SLEEPY_MARKS="$marks" session python3 -m cgtool capture "$WORK/sleepy.py" --nproc-per-node 2 -o "$WORK/$tag" >> "$LOG" 2>&1 &
+  pid=$!
+  for i in $(seq 1 240); do [ -s "$marks/rank0" ] && [ -s "$marks/rank1" ] && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  echo "rank pids in setup(): $(for f in "$marks"/rank*; do [ -s "$f" ] && printf '%s ' "$(cat "$f")"; done)(cgtool $pid, its session $(ps -o sid= -p "$pid" 2>/dev/null | tr -d ' '))" >> "$LOG"
+  [ -s "$marks/rank0" ] && [ -s "$marks/rank1" ] || echo "FAILED: the ranks did not reach setup() (signal sent anyway)" >> "$LOG"
+  t0=$(date +%s.%N)
+  if [ "$to" = GROUP ]; then kill -"$sig" -- -"$pid"; else kill -"$sig" "$pid"; fi || echo "FAILED: kill -$sig ($to) reached no process" >> "$LOG"
+  for i in $(seq 1 225); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "FAILED: cgtool still running 45 s after SIG$sig; killing its process group" >> "$LOG"
+    kill -KILL -- -"$pid"
+  fi
+  wait "$pid"; rc=$?
+  echo "ended $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)") s after SIG$sig" >> "$LOG"
+}
 
 step "Ctrl-C (SIGINT to the process group, as a terminal sends it) during a torchrun capture: exit 130"
-session python3 -m cgtool capture "$WORK/sleepy.py" --nproc-per-node 2 -o "$WORK/intr" >> "$LOG" 2>&1 &
-pid=$!
-sleep 12
-kill -INT -- -"$pid"
-wait "$pid"
-expect "capture --nproc-per-node 2, Ctrl-C" 130 $?
+signal_capture intr INT GROUP
+expect "capture --nproc-per-node 2, Ctrl-C" 130 $rc
 left_behind "$WORK/intr"
 
+step "SIGINT to cgtool alone during a torchrun capture: exit 130 (after cgtool's 5 s grace), ranks stopped"
+signal_capture sigint INT ALONE
+expect "capture --nproc-per-node 2, SIGINT to cgtool" 130 $rc
+left_behind "$WORK/sigint"
+
 step "SIGTERM to cgtool alone during a torchrun capture: exit 143, ranks stopped"
-session python3 -m cgtool capture "$WORK/sleepy.py" --nproc-per-node 2 -o "$WORK/term" >> "$LOG" 2>&1 &
-pid=$!
-sleep 12
-kill -TERM "$pid"
-wait "$pid"
-expect "capture --nproc-per-node 2, SIGTERM" 143 $?
+signal_capture term TERM ALONE
+expect "capture --nproc-per-node 2, SIGTERM" 143 $rc
 left_behind "$WORK/term"
 
 step "summary"
