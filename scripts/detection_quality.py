@@ -13,10 +13,14 @@ Definitions (docs/deps.md, "How sure"):
   channel (cgtool's exact classification) and that waited at least ``MIN_WAIT_US`` (1 µs) while ready;
   each weighs its waited time.
 * **found**: the occurrences the stripped trace's analysis reports as waits behind unrelated work,
-  each weighing its inferred wait; **cannot tell**: the late starts it reports as undecidable.
+  each weighing its inferred wait; **cannot tell**: the late starts it reports as undecidable (on a
+  full GPU, or while the graph's launch was still submitting its work).
 * **recall by waited time**: truth's waited time that was found / all of truth's waited time.
 * **precision by waited time**: found waited time that is truth / all found waited time.
 * **estimated saving**: what the stripped analysis estimates per replay, against the exact one.
+* **run-to-run spread** (second table): the recordings of one workload at the default setting in
+  fresh processes (``<name>_kineto_mcdef`` and its ``_rep<k>`` repeats): per run the exact waited
+  time, what timing alone found and the median span, each as its range over the runs.
 
 Events are joined by their position in the file (stripping keeps it); the test
 (tests/test_detection_quality.py) computes truth again from the raw CUPTI records with networkx.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import sys
 import tempfile
 from dataclasses import asdict, dataclass
@@ -40,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from cgtool.artifacts.graph import GraphData  # noqa: E402
 from cgtool.artifacts.trace import load_trace  # noqa: E402
+from cgtool.inspect.analyzers import waits  # noqa: E402
 from cgtool.inspect.deps import analyze, graphs_from_trace  # noqa: E402
 
 MIN_WAIT_US = 1.0
@@ -101,6 +107,7 @@ class Quality:
     precision_stated: float | None
     saving_stated_us: float | None
     spread_us: float  # the replays' spread: interquartile range of the span
+    span_median_us: float
 
 
 def _gz(p: Path) -> Any:
@@ -165,7 +172,8 @@ def measure(path: Path, tol: float = 0.5) -> Quality:
         recall=recall, precision=precision,
         saving_exact_us=exact.figures().saving_us, saving_inferred_us=inf.figures().saving_us,
         recall_stated=recall2, precision_stated=precision2, saving_stated_us=inf2.figures().saving_us,
-        spread_us=float(np.percentile(exact.replay_table["span_us"], 75) - np.percentile(exact.replay_table["span_us"], 25)))
+        spread_us=float(np.percentile(exact.replay_table["span_us"], 75) - np.percentile(exact.replay_table["span_us"], 25)),
+        span_median_us=float(np.median(exact.replay_table["span_us"])))
 
 
 def _fake_b(res: Any) -> list[int]:
@@ -194,6 +202,32 @@ def table(rows: list[Quality]) -> str:
     return "\n".join(lines)
 
 
+def run_of(trace: str) -> str:
+    """The recording a row belongs to, its repeats folded in: forkjoin_tiny_kineto_mcdef_rep1 -> ..._mcdef."""
+    return re.sub(r"_rep\d+$", "", Path(trace).parent.name)
+
+
+def spread_table(rows: list[Quality]) -> str:
+    """The run-to-run spread at the default setting, of every recording repeated in fresh processes."""
+    groups: dict[str, list[Quality]] = {}
+    for q in rows:
+        if q.connections == "default":
+            groups.setdefault(run_of(q.trace), []).append(q)
+    lines = [("| recording (default setting) | runs | exact: waited µs/replay | timing only: found µs/replay | "
+              "median span µs | span IQR µs |"),
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+
+    def rng(vals: list[float]) -> str:
+        lo, hi = min(vals), max(vals)
+        return f"{lo:.1f}" if f"{lo:.1f}" == f"{hi:.1f}" else f"{lo:.1f}–{hi:.1f}"
+    for name, qs in groups.items():
+        if len(qs) < 2:
+            continue
+        lines.append(f"| {name} | {len(qs)} | {rng([q.truth_us for q in qs])} | {rng([q.found_us for q in qs])} | "
+                     f"{rng([q.span_median_us for q in qs])} | {rng([q.spread_us for q in qs])} |")
+    return "\n".join(lines)
+
+
 def pooled(rows: list[Quality]) -> str:
     """The sentence `deps` prints beside every inference from timing (waits.DETECTION_QUALITY)."""
     few = [q for q in rows if q.connections in ("1", "2")]
@@ -205,7 +239,7 @@ def pooled(rows: list[Quality]) -> str:
         return "no fake serialization waited at 1 or 2 connections in these recordings: nothing to pool"
     return (f"inferred from timing: on same-run CUPTI truth (docs/deps.md, 'How sure') timing alone found "
             f"{100 * hit / t_all:.0f}% of the time fake serializations waited at 1 and 2 connections and left "
-            f"{100 * cannot / t_all:.0f}% under 'cannot tell'; at the default setting it reported up to "
+            f"{100 * cannot / t_all:.0f}% under 'cannot tell'; at the default setting it reported at most "
             f"{default:.1f} µs per replay that were not fake. Treat the waits as leads, not findings")
 
 
@@ -213,9 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*", type=Path, default=[ROOT / "tests" / "data"])
     ap.add_argument("--json", type=Path, help="Also write the figures per trace as JSON.")
+    ap.add_argument("--submit-latency-us", type=float, default=waits.SUBMIT_LATENCY_US,
+                    help="How long after its launch's host call returned a late start still counts as waiting "
+                         "for the launch (cannot tell); -inf: never, every late start is judged from timing.")
     args = ap.parse_args(argv)
+    waits.SUBMIT_LATENCY_US = args.submit_latency_us
     rows = [measure(p) for p in cupti_traces(args.dirs)]
     print(table(rows))
+    print()
+    print(spread_table(rows))
     print()
     print(pooled(rows))
     if args.json:

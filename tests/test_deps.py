@@ -238,7 +238,7 @@ def test_two_process_decode_gives_the_same_columns(data_dir, tmp_path, monkeypat
                 "channel", "channel_type", "seq", "shape", "shared_memory", "nbytes"):
         assert (getattr(one, col) == getattr(two, col)).all(), col
     assert [one.names[i] for i in one.name] == [two.names[i] for i in two.name]
-    assert one.launches == two.launches
+    assert one.launches == two.launches and one.launch_ends == two.launch_ends
     assert one.n_events == two.n_events == len(json.loads(path.read_bytes())["traceEvents"])
     r1, r2 = analyze(one, graphs_from_trace(one)), analyze(two, graphs_from_trace(two))
     assert r1.to_json()["serializations"] == r2.to_json()["serializations"]

@@ -160,3 +160,158 @@ def test_the_wording_follows_the_table():
     assert f"{100 * cannot_hit / t_all:.0f}% under 'cannot tell'" in DETECTION_QUALITY
     assert f"{max(default_found):.1f} µs per replay" in DETECTION_QUALITY
     assert DETECTION_QUALITY in DOC.read_text().replace("\n", " ")
+
+
+def late_starts_from_records(case: Path, trace_doc: dict) -> tuple[dict, dict]:
+    """(during, after): every late start (B started more than 1 µs after its graph predecessors ended;
+    a root: after the replay's first start) as (correlation, tools id) -> µs waited, split by whether B
+    started no later than SUBMIT_LATENCY_US after the host's cudaGraphLaunch call returned. From the
+    raw CUPTI records (their launch records' end) and networkx, not from cgtool."""
+    from cgtool.inspect.analyzers.waits import SUBMIT_LATENCY_US
+
+    recs = _gz(case / "records.json.gz")
+    launch_end = {r["correlation"]: r["end"] for r in recs if r["kind"] == "launch"}
+    recs = [r for r in recs if r["kind"] != "launch" and r.get("graph_id")]
+    G = nx.DiGraph()
+    for g in trace_doc["cgtool"]["graphs"]:
+        for n in g["nodes"]:
+            G.add_node(n["tools_id"])
+            for d in n["dependents"]:
+                G.add_edge(n["tools_id"], g["nodes"][d]["tools_id"])
+    order = list(nx.topological_sort(G))
+    by_replay = defaultdict(list)
+    for r in recs:
+        by_replay[r["correlation"]].append(r)
+    during, after = {}, {}
+    for corr, items in by_replay.items():
+        end = {r["graph_node_id"]: r["end"] for r in items}
+        t0 = min(r["start"] for r in items)
+        ready, finish = {}, {}
+        for v in order:
+            ready[v] = max((finish[u] for u in G.predecessors(v)), default=t0)
+            finish[v] = end.get(v, ready[v])
+        for r in items:
+            wait = r["start"] - ready[r["graph_node_id"]]
+            if wait > MIN_WAIT_NS:
+                sub = r["start"] <= launch_end[corr] + SUBMIT_LATENCY_US * 1000
+                (during if sub else after)[(corr, r["graph_node_id"])] = wait / 1000
+    return during, after
+
+
+@pytest.mark.parametrize("path", TRACES, ids=[str(p.relative_to(DATA)) for p in TRACES])
+def test_no_wait_found_while_the_launch_was_submitting(path):
+    """A late start before its launch's host call returned (plus SUBMIT_LATENCY_US) is never reported
+    as a wait behind unrelated work: the launch may not have submitted it yet. Launch ends and
+    readiness come from the raw records."""
+    doc = _gz(path)
+    during, after = late_starts_from_records(path.parent, doc)
+    found, cannot, inf = _inferred(path, keep_setting=False)
+    assert not set(found) & set(during)
+    assert set(found) <= set(after)
+    if set(cannot) & set(during):
+        assert "launch was still submitting" in (inf.cannot_tell_reason or "")
+    assert inf.cost["launch_waits"] == len(set(cannot) & set(during))
+
+
+TINY = sorted(DATA.glob("forkjoin_tiny_kineto_mc*/cupti_trace.json.gz"))
+
+
+@pytest.mark.parametrize("path", TINY, ids=[p.parent.name for p in TINY])
+def test_launch_bound_branches_start_as_the_launch_submits_them(path):
+    """The many-small-kernels fork/join at every setting: its branches wait for the launch, not for
+    each other. Per replay 7 of the 8 branch heads (roots of the graph) start late, all before the
+    launch's host call returned (plus SUBMIT_LATENCY_US), so the timing cannot tell them; the kernels
+    cover a few % of the H100, so none of them is left for a full GPU."""
+    doc = _gz(path)
+    during, _ = late_starts_from_records(path.parent, doc)
+    roots = {n["tools_id"] for g in doc["cgtool"]["graphs"] for n in g["nodes"]} - {
+        g["nodes"][d]["tools_id"] for g in doc["cgtool"]["graphs"] for n in g["nodes"] for d in n["dependents"]}
+    replays = {c for c, _ in during}
+    late_roots = {k for k in during if k[1] in roots}
+    assert len(roots) == 8 and len(late_roots) == 7 * len(replays) == 140
+    _, cannot, inf = _inferred(path, keep_setting=False)
+    assert late_roots <= set(cannot)
+    assert inf.cost["full_gpu_waits"] == 0
+
+
+def test_a_launch_of_unknown_duration_is_not_judged(tmp_path):
+    """Without the launches' durations (when each call returned is unknown) the late starts are
+    judged from timing as before: the waits behind unrelated work come back, none is put down to
+    the launch. torch.profiler's own trace of the many-small-kernels fork/join at the default setting."""
+    from cgtool.artifacts.graph import GraphData
+    from cgtool.artifacts.trace import load_trace
+    from cgtool.inspect.analyzers.waits import SUBMIT_LATENCY_US
+    from cgtool.inspect.deps import analyze
+
+    case = DATA / "forkjoin_tiny_kineto_mcdef"
+    doc = _gz(case / "trace.json.gz")
+    graph = GraphData.from_json(json.loads((case / "graph.json").read_text()))
+    with_dur = analyze(load_trace(case / "trace.json.gz"), [graph])
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "cuda_runtime" and str(e.get("name", "")).startswith("cudaGraphLaunch"):
+            del e["dur"]
+    p = tmp_path / "no_launch_dur.json"
+    p.write_text(json.dumps(doc))
+    t = load_trace(p)
+    assert t.launches and not t.launch_ends
+    without = analyze(t, [graph])
+    assert with_dur.cost["launch_waits"] > 0 and without.cost["launch_waits"] == 0
+    assert without.figures().waits > with_dur.figures().waits
+    # what the profiler's trace shows: the late starts before the call returned, from its JSON
+    ends = {e["args"]["correlation"]: e["ts"] + e["dur"] for e in _gz(case / "trace.json.gz")["traceEvents"]
+            if e.get("cat") == "cuda_runtime" and str(e.get("name", "")).startswith("cudaGraphLaunch")}
+    m = with_dur.events
+    raw = _gz(case / "trace.json.gz")["traceEvents"]
+    t0 = load_trace(case / "trace.json.gz")
+    for j in range(len(m.ev)):
+        e = raw[int(t0.seq[m.ev[j]])]
+        if m.late[j] == 1:
+            assert e["ts"] > ends[e["args"]["correlation"]] + SUBMIT_LATENCY_US
+
+
+def doc_spread_table() -> dict[str, list[str]]:
+    """The rows of the run-to-run table under '## How sure' in docs/deps.md, by recording."""
+    part = DOC.read_text().split("## How sure", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in part.splitlines():
+        if line.startswith("| ") and "_kineto_mcdef |" in line:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            rows[cells[0]] = cells
+    return rows
+
+
+def _range(vals: list[float]) -> str:
+    lo, hi = f"{min(vals):.1f}", f"{max(vals):.1f}"
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def test_run_to_run_spread_at_the_default_setting():
+    """Every recording repeated at the default setting in fresh processes has its row: the number of
+    runs, the range over the runs of the exact waited time and of what timing alone found (µs per
+    replay), of the median span and of its IQR, from the raw records and networkx (found: cgtool on
+    the stripped trace). The target of the inference at the default setting: found no more than the
+    exact waited time plus this spread."""
+    import numpy as np
+
+    rows = doc_spread_table()
+    repeated = sorted({p.name.rsplit("_rep", 1)[0] for p in DATA.glob("*_kineto_mcdef_rep*")})
+    assert repeated and sorted(rows) == repeated
+    for name in repeated:
+        runs = [DATA / name] + sorted(DATA.glob(f"{name}_rep*"))
+        truth_us, found_us, med, iqr = [], [], [], []
+        for case in runs:
+            path = case / "cupti_trace.json.gz"
+            recs = [r for r in _gz(case / "records.json.gz") if r["kind"] != "launch" and r.get("graph_id")]
+            by = defaultdict(list)
+            for r in recs:
+                by[r["correlation"]].append(r)
+            spans = [(max(r["end"] for r in v) - min(r["start"] for r in v)) / 1000 for v in by.values()]
+            truth = truth_from_records(case, _gz(path))
+            found, _, _ = _inferred(path, keep_setting=False)
+            truth_us.append(sum(truth.values()) / len(by))
+            found_us.append(sum(found.values()) / len(by))
+            med.append(float(np.median(spans)))
+            iqr.append(float(np.percentile(spans, 75) - np.percentile(spans, 25)))
+        assert rows[name][1:] == [str(len(runs)), _range(truth_us), _range(found_us), _range(med), _range(iqr)]
+        # the target: nothing reported beyond the exact waited time and its run-to-run spread
+        assert max(found_us) <= max(truth_us) + (max(truth_us) - min(truth_us)) + 0.05

@@ -36,7 +36,8 @@ def load(p: Path, scan: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
     except InvalidInputError as e:
         return ("error", str(e))
     return ({k: (str(getattr(t, k).dtype), getattr(t, k).tolist()) for k in COLS},
-            list(t.names), dict(t.launches), t.n_events, list(t.channel_types), str(t.node_id_form), t.cgtool)
+            list(t.names), dict(t.launches), t.n_events, list(t.channel_types), str(t.node_id_form), t.cgtool,
+            dict(t.launch_ends))
 
 
 class Counting:

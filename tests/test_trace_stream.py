@@ -23,15 +23,17 @@ def brute(doc: dict) -> dict:
     rows = [(GPU[e["cat"]], e["name"], e["ts"], round(e["ts"] + e["dur"], 3), e["args"]["stream"],
              e["args"]["correlation"], k)
             for k, e in enumerate(doc["traceEvents"]) if e.get("cat") in GPU and e.get("ph") == "X"]
-    launches = {e["args"]["correlation"]: e["ts"] for e in doc["traceEvents"]
-                if e.get("cat") == "cuda_runtime" and e.get("name", "").startswith("cudaGraphLaunch")}
-    return {"rows": rows, "launches": launches, "n": len(doc["traceEvents"])}
+    ls = [e for e in doc["traceEvents"]
+          if e.get("cat") == "cuda_runtime" and e.get("name", "").startswith("cudaGraphLaunch")]
+    launches = {e["args"]["correlation"]: e["ts"] for e in ls}
+    ends = {e["args"]["correlation"]: e["ts"] + e["dur"] for e in ls if isinstance(e.get("dur"), (int, float))}
+    return {"rows": rows, "launches": launches, "launch_ends": ends, "n": len(doc["traceEvents"])}
 
 
 def columns(t: T.Trace) -> dict:
     rows = list(zip(t.kind.tolist(), [t.names[i] for i in t.name.tolist()], t.start.tolist(), t.end.tolist(),
                     t.stream.tolist(), t.correlation.tolist(), t.seq.tolist()))
-    return {"rows": rows, "launches": t.launches, "n": t.n_events}
+    return {"rows": rows, "launches": t.launches, "launch_ends": t.launch_ends, "n": t.n_events}
 
 
 def kernel(k: int, **args: object) -> dict:

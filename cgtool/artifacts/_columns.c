@@ -245,8 +245,9 @@ done:
  * against each other on every recording here and on random documents.
  *
  * -> (n events, gi, kind, ts, dur, stream, corr, device, gid, nid, chan, ctype, name, shape, smem,
- *     nbytes, launch_pos, launch_corr, launch_ts, n_other, first_other), the columns as bytes: one row per GPU event of
- *     phase "X" (kind int8, name int32, ts/dur/launch_ts float64, the rest int64); shape/smem/nbytes
+ *     nbytes, launch_pos, launch_corr, launch_ts, n_other, first_other, launch_dur), the columns as bytes: one row per
+ *     GPU event of phase "X" (kind int8, name int32, ts/dur/launch_ts/launch_dur float64 (a launch without "dur": NaN),
+ *     the rest int64); shape/smem/nbytes
  *     are kept only for events without a node id (else 0, -1, -1, as the msgspec path); channel
  *     types given as names are 1000 + their index in ct_names (appended as met); launches are the
  *     runtime events of phase "X" named cudaGraphLaunch* whose args hold a correlation id; n_other
@@ -668,7 +669,7 @@ typedef struct {
     int32_t *name;
     Py_ssize_t nl, lcap;
     int64_t *lpos, *lcorr;
-    double *lts;
+    double *lts, *ldur;
     Py_ssize_t n_other, first_other; /* GPU categories of other phases than "X": how many, the first */
 } Rows;
 
@@ -695,7 +696,8 @@ static int rows_reserve(Rows *r) {
 static int launches_reserve(Rows *r) {
     if (r->nl < r->lcap) return 0;
     Py_ssize_t cap = r->lcap ? r->lcap * 2 : 1024;
-    if (grow((void **)&r->lpos, cap, 8) || grow((void **)&r->lcorr, cap, 8) || grow((void **)&r->lts, cap, 8))
+    if (grow((void **)&r->lpos, cap, 8) || grow((void **)&r->lcorr, cap, 8) || grow((void **)&r->lts, cap, 8) ||
+        grow((void **)&r->ldur, cap, 8))
         return -1;
     r->lcap = cap;
     return 0;
@@ -705,7 +707,7 @@ static void rows_free(Rows *r) {
     PyMem_Free(r->gi); PyMem_Free(r->shape); PyMem_Free(r->smem); PyMem_Free(r->nbytes); PyMem_Free(r->kind);
     PyMem_Free(r->ts); PyMem_Free(r->dur); PyMem_Free(r->name);
     for (int j = 0; j < NA_INT; j++) PyMem_Free(r->col[j]);
-    PyMem_Free(r->lpos); PyMem_Free(r->lcorr); PyMem_Free(r->lts);
+    PyMem_Free(r->lpos); PyMem_Free(r->lcorr); PyMem_Free(r->lts); PyMem_Free(r->ldur);
 }
 
 /* Categories: the codes dict's keys as UTF-8, compared by length and bytes. */
@@ -879,6 +881,7 @@ static PyObject *scan(PyObject *mod, PyObject *args) {
                         if (launches_reserve(&r) < 0) { PyErr_NoMemory(); goto error; }
                         r.lpos[r.nl] = i;
                         r.lcorr[r.nl] = a.v[A_CORR];
+                        r.ldur[r.nl] = dur;
                         r.lts[r.nl++] = ts;
                     }
                 } else if (code <= 2 && !x) {
@@ -958,7 +961,7 @@ static PyObject *scan(PyObject *mod, PyObject *args) {
         if (p >= e) goto fallback; /* a comma with no event after it */
     }
     {
-        PyObject *o[21];
+        PyObject *o[22];
         Py_ssize_t m = r.n;
         o[0] = PyLong_FromSsize_t(i);
         o[1] = PyBytes_FromStringAndSize((const char *)r.gi, m * 8);
@@ -975,10 +978,11 @@ static PyObject *scan(PyObject *mod, PyObject *args) {
         o[18] = PyBytes_FromStringAndSize((const char *)r.lts, r.nl * 8);
         o[19] = PyLong_FromSsize_t(r.n_other);
         o[20] = PyLong_FromSsize_t(r.n_other ? r.first_other : -1);
+        o[21] = PyBytes_FromStringAndSize((const char *)r.ldur, r.nl * 8);
         int ok = 1;
-        for (int k = 0; k < 21; k++) ok &= o[k] != NULL;
-        if (ok) result = PyTuple_New(21);
-        for (int k = 0; k < 21; k++) {
+        for (int k = 0; k < 22; k++) ok &= o[k] != NULL;
+        if (ok) result = PyTuple_New(22);
+        for (int k = 0; k < 22; k++) {
             if (result) PyTuple_SET_ITEM(result, k, o[k]);
             else Py_XDECREF(o[k]);
         }

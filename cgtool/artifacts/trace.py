@@ -230,6 +230,9 @@ class Trace:
     channel_type: np.ndarray  # int64, -1 when absent
     seq: np.ndarray  # int64 position in traceEvents
     launches: dict[int, float]  # correlation id of each cudaGraphLaunch -> host start (µs)
+    #: correlation id of each cudaGraphLaunch -> when its host call returned (µs; absent where the
+    #: event has no duration): until then the launch was still submitting the graph's work
+    launch_ends: dict[int, float] = field(default_factory=dict)
     cgtool: dict[str, Any] | None = None
     n_events: int = 0
     node_id_form: NodeIdForm = NodeIdForm.NONE
@@ -518,6 +521,7 @@ class _Acc:
         self.src = src
         self.names: dict[str, int] = {}
         self.launches: dict[int, float] = {}
+        self.launch_ends: dict[int, float] = {}
         self.ct_names: list[str] = []
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _COLS}
         self.shapes = _ShapeKeys()
@@ -596,7 +600,9 @@ def _add_scanned(got: tuple[Any, ...], acc: _Acc) -> bool:
     ``_columnize`` makes; False (``acc`` untouched) where a check fails: the caller then decodes
     the run with msgspec, whose path names the bad event."""
     n_all, gi_b, kind_b, ts_b, dur_b, *arg_b, name_b, shape_b, smem_b, nbytes_b, lpos_b, lcorr_b, lts_b = got[:19]
-    n_other, first_other = got[19:21] if len(got) > 19 else (0, -1)
+    if len(got) < 22:  # a module built before the scan returned launch durations: msgspec reads the run
+        return False
+    n_other, first_other = got[19:21]
     lcorr = np.frombuffer(lcorr_b, np.int64).tolist()
     lts = np.frombuffer(lts_b, np.float64)
     launches = acc.launches
@@ -612,6 +618,8 @@ def _add_scanned(got: tuple[Any, ...], acc: _Acc) -> bool:
         if bad.any():
             return False
     launches.update(zip(lcorr, lts.tolist()))
+    ldur = np.frombuffer(got[21], np.float64)
+    acc.launch_ends.update((c, t + d) for c, t, d in zip(lcorr, lts.tolist(), ldur.tolist()) if 0 <= d < MAX_DUR_US)
     lo = acc.n
     if n_other:
         acc.other_ph += n_other
@@ -675,6 +683,8 @@ def _columnize(evs: list[Any], blob: Any, acc: _Acc, shaped: bool = False) -> No
                 k = lo + next(i for i in launch_at if evs[i] is e)
                 raise _bad(src, f"traceEvents[{k}] (cudaGraphLaunch) has no valid ts ({e.ts}).")
             launches[e.args.correlation] = e.ts
+            if 0 <= e.dur < MAX_DUR_US:  # a launch without a duration: when it returned is unknown
+                acc.launch_ends[e.args.correlation] = e.ts + e.dur
     args: list[Any] | None = None
     if got is None:
         gpu = list(map(evs.__getitem__, gi.tolist()))
@@ -1146,6 +1156,7 @@ class _Worker:
                      and bool((v == v[0]).all())}
             report: dict[str, Any] = {
                 "names": list(acc.names), "ct_names": acc.ct_names, "launches": list(acc.launches.items()),
+                "launch_ends": list(acc.launch_ends.items()),
                 "n": acc.n, "suffix": len(suffix), "const": const,
                 "other_ph": [acc.other_ph, acc.other_ph_first],
                 "cols": [(k, str(v.dtype), len(v)) for k, v in cols.items()]}
@@ -1195,6 +1206,8 @@ class _Worker:
             acc.parts[k].append(theirs.pop(k))
         for c, t in head["launches"]:
             acc.launches[int(c)] = float(t)
+        for c, t in head["launch_ends"]:
+            acc.launch_ends[int(c)] = float(t)
         n_other, first_other = head["other_ph"]
         if n_other:
             if acc.other_ph_first < 0:
@@ -1268,7 +1281,7 @@ def _finish(acc: _Acc, meta: dict[str, Any] | None, n_raw: int, src: str) -> Tra
     return Trace(
         source=src, kind=kind, name=name, names=names, start=start, end=end, device=device,
         stream=stream, correlation=corr, graph_id=gid, tools_id=tools, channel=chan,
-        channel_type=ctype, seq=seq, launches=launches, cgtool=meta, n_events=n_raw,
+        channel_type=ctype, seq=seq, launches=launches, launch_ends=acc.launch_ends, cgtool=meta, n_events=n_raw,
         node_id_form=form, channel_types=ct_names, shape=shape, shared_memory=smem, nbytes=nbytes,
     )
 

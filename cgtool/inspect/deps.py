@@ -10,7 +10,7 @@ DOT and the report read it instead of matching the trace to the graph again:
 3. ``serializations``: every serialization on a lane (channel, or stream without channel data)
    judged true, fake or undecided;
 4. ``waits``: without channels, late starts sorted into waits behind unrelated work and those the
-   timing cannot tell from waits for room on a full GPU;
+   timing cannot tell from waits for room on a full GPU or for the launch to submit them;
 5. ``saving``: the estimated cost, by re-scheduling sampled replays;
 6. ``advice``: notes and suggestions.
 
@@ -130,7 +130,9 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
     empty = np.zeros(0, np.int64)
     inferred = waitsmod.Waits([], empty, empty, empty, empty)
     if lane is Lane.STREAM:
-        inferred = waitsmod.inferred_waits(prepared, m, start, end, tm.ready, replay, tolerance_us, cover)
+        # when each replay's launch had submitted its work (the host's cudaGraphLaunch returned), NaN unknown
+        launch_end = np.array([trace.launch_ends.get(c, np.nan) for c in corr[rfirst].tolist()])[replay]
+        inferred = waitsmod.inferred_waits(prepared, m, start, end, tm.ready, replay, tolerance_us, cover, launch_end)
     est = np.full(n_rep, np.nan)
     save = np.full(n_rep, np.nan)
     filled = np.zeros(n_rep, dtype=bool)
@@ -147,8 +149,11 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
         n_cannot = np.bincount(replay[inferred.cannot_b], minlength=n_rep).astype(np.float64)
         cannot_us = np.bincount(replay[inferred.cannot_b], weights=(start - tm.ready)[inferred.cannot_b],
                                 minlength=n_rep)
-        cost["full_gpu_waits"] = int(len(inferred.cannot_b))  # late starts on a full GPU: cannot tell
-        cost["full_gpu_wait_us"] = round(waitsmod.total_in_order((start - tm.ready)[inferred.cannot_b]), 3)
+        cost["full_gpu_waits"] = int(len(inferred.cannot_b) - len(inferred.launch_b))  # on a full GPU: cannot tell
+        cost["launch_waits"] = int(len(inferred.launch_b))  # while the launch was submitting: cannot tell
+        on_full = inferred.cannot_b[~np.isin(inferred.cannot_b, inferred.launch_b)]
+        cost["full_gpu_wait_us"] = round(waitsmod.total_in_order((start - tm.ready)[on_full]), 3)
+        cost["launch_wait_us"] = round(waitsmod.total_in_order((start - tm.ready)[inferred.launch_b]), 3)
     else:
         fb = b[kind == 1]
         n_waited = np.bincount(replay[fb][waitsmod.waited_with_room(fb, tm.ready, start, end, replay, cover,

@@ -9,7 +9,7 @@ and the CI step summary (``cgtool.report.words``).
   channels a trace cannot show fake serializations through a shared channel: ``fake`` is then
   unknown (None), never 0; what it shows instead is
 * **waits behind unrelated work** (inferred from timing) and the late starts it **cannot tell**
-  from waits for room on a full GPU, with the reason.
+  from waits for room on a full GPU or for the launch to submit them, with the reason.
 * **estimated saving**: how much shorter the replays would be without the fake serializations
   (without channels: without the inferred waits, if they were fake serializations) — an
   estimate from a re-schedule, never a measurement.
@@ -51,7 +51,7 @@ class Figures:
     waits: int | None  # without channels: waits behind unrelated work (inferred); None with channels
     waits_pairs: int | None
     waits_us: float | None  # per replay
-    cannot_tell: int | None  # without channels: late starts on a full GPU
+    cannot_tell: int | None  # without channels: late starts on a full GPU or during the launch
     cannot_tell_us: float | None  # per replay
     cannot_tell_reason: str | None
     saving_us: float | None  # estimated, per replay

@@ -102,7 +102,7 @@ class WaitKind(str, Enum):
     """What a late start seen without channel data is taken for."""
 
     BEHIND = "behind unrelated work"  # the GPU had room and an unrelated item had just ended: a serialization
-    CANNOT_TELL = "cannot tell"  # the GPU was full meanwhile: a wait for room looks the same in the timing
+    CANNOT_TELL = "cannot tell"  # the GPU was full, or the launch still submitting: those waits look the same
 
 
 @dataclass
@@ -186,7 +186,7 @@ class DepsResult:
     cost: dict[str, Any] = field(default_factory=dict)  # the estimate of what fake serializations cost
     events: EventMatch | None = None  # the event <-> node match, with replay rows and lanes
     incomplete: list[Incomplete] = field(default_factory=list)
-    cannot_tell_reason: str | None = None  # streams: why late starts on a full GPU are not judged
+    cannot_tell_reason: str | None = None  # streams: why some late starts are not judged
     source: str = ""  # the trace's path
     channels_in_profiler_trace: bool = False  # a profiler trace (not cgtool's) that carries channels
     channels_from: str | None = None  # where the channels came from: the trace, or a setting of 1 connection

@@ -5,7 +5,7 @@ HolisticTraceAnalysis puts ``analyzers/*.py`` behind ``TraceAnalysis``):
 * ``timing``: when each node became ready, the span and the measured critical path of each replay;
 * ``serializations``: every serialization on a lane, judged true, fake or undecided;
 * ``waits``: without channel data, waits behind unrelated work inferred from timing, and those it
-  cannot tell from waits for room on a full GPU;
+  cannot tell from waits for room on a full GPU or for the launch to submit them;
 * ``saving``: what the fake serializations cost, estimated by re-scheduling replays;
 * ``advice``: notes and suggestions;
 * ``compare``: two traces of one graph judged by measured span.

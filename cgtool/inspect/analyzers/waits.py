@@ -7,7 +7,12 @@ its graph predecessors allowed (**late**): it sat ready. Each late start is sort
 * **behind unrelated work**: an item with no path to B ended just before B started, while B was
   waiting, and the GPU had room meanwhile — what a fake serialization looks like in the timing;
 * **cannot tell**: the GPU was full meanwhile (the kernels running covered at least all of its
-  SMs), so a wait for room on the GPU and a wait behind a shared channel look the same.
+  SMs), so a wait for room on the GPU and a wait behind a shared channel look the same; or B
+  started while its graph launch was still submitting the graph's work (before the host's
+  ``cudaGraphLaunch`` call returned, plus ``SUBMIT_LATENCY_US``), so a wait for the launch to reach
+  B and a wait behind a shared channel look the same. A launch-bound replay (many small kernels)
+  starts its branches one after another as the launch submits them, at every
+  CUDA_DEVICE_MAX_CONNECTIONS setting alike (docs/deps.md, "How sure").
 
 How well this agrees with the exact answer (the same run traced with channels) is measured per
 recording in docs/deps.md (``scripts/detection_quality.py``); the wording of ``deps`` follows it.
@@ -34,6 +39,14 @@ LATE_US = 1.0
 #: Why late starts on a full GPU are not judged (the "cannot tell" of the output).
 FULL_GPU_REASON = ("the GPU was full while they waited (the kernels running covered all of its SMs): a wait for "
                    "room on the GPU and a wait behind a shared hardware channel look the same in the timing")
+LAUNCH_REASON = ("the graph's launch was still submitting its work when they started (the host's cudaGraphLaunch "
+                 "had not returned): a wait for the launch to reach them and a wait behind a shared hardware "
+                 "channel look the same in the timing")
+#: How long after its launch's host call returned a graph's last submitted work may start and still
+#: count as submitted late: on the H100 recordings in tests/data the last branch of a launch-bound
+#: fork/join (forkjoin_tiny, forkjoin_small; every replay, every setting) started at most 2.9 µs after
+#: cudaGraphLaunch returned.
+SUBMIT_LATENCY_US = 5.0
 UNKNOWN_COVER_REASON = ("the export records no launch grid or SM count, so whether the GPU had room cannot be "
                         "told: late starts are counted as waits behind unrelated work")
 
@@ -42,7 +55,7 @@ UNKNOWN_COVER_REASON = ("the export records no launch grid or SM count, so wheth
 #: channels and node ids removed, against their own exact answer). Shown beside every inference.
 DETECTION_QUALITY = ("inferred from timing: on same-run CUPTI truth (docs/deps.md, 'How sure') timing alone found "
                      "0% of the time fake serializations waited at 1 and 2 connections and left 100% under "
-                     "'cannot tell'; at the default setting it reported up to 4.2 µs per replay that were not "
+                     "'cannot tell'; at the default setting it reported at most 0.0 µs per replay that were not "
                      "fake. Treat the waits as leads, not findings")
 #: Where the exact answer is.
 EXACT_ANSWER = ("`cgtool trace` the same workload (its traces carry hardware channels); a trace of "
@@ -61,6 +74,7 @@ class Waits:
     cannot_b: np.ndarray  # positions of the late starts that cannot be told
     wait_of: np.ndarray = field(default_factory=lambda: np.zeros(0))  # µs waited, per position (0 if not late)
     reason: str | None = None
+    launch_b: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # of cannot_b: during the launch
 
 
 def coverage(prepared: dict[int, PreparedGraph], m: EventMatch) -> np.ndarray:
@@ -101,12 +115,15 @@ def waited_with_room(b: np.ndarray, ready: np.ndarray, start: np.ndarray, end: n
 
 
 def inferred_waits(prepared: dict[int, PreparedGraph], m: EventMatch, start: np.ndarray, end: np.ndarray,
-                   ready: np.ndarray, replay: np.ndarray, tol: float, cover: np.ndarray) -> Waits:
+                   ready: np.ndarray, replay: np.ndarray, tol: float, cover: np.ndarray,
+                   launch_end: np.ndarray | None = None) -> Waits:
     """Without channel data: B started later than its predecessors allowed; name the unrelated
     item (no path to B) that ended last before B started, while B was waiting. A wait during
     which the other kernels running covered more than the whole GPU (``cover`` summed over the
-    wait, on average) is one the timing cannot tell from a wait for room on the GPU: it goes
-    into ``cannot_b``.
+    wait, on average) is one the timing cannot tell from a wait for room on the GPU, and a start
+    no later than ``SUBMIT_LATENCY_US`` after the host call of B's launch returned (``launch_end``,
+    per event; NaN or None: unknown, not judged so) one it cannot tell from a wait for the launch
+    to submit B: both go into ``cannot_b`` (the latter also into ``launch_b``).
 
     Vectorized over the late items (every step as in a loop over them, in the same order, so the
     sums round the same): per item, a walk back through its replay's items by end time."""
@@ -153,10 +170,18 @@ def inferred_waits(prepared: dict[int, PreparedGraph], m: EventMatch, start: np.
     f = np.flatnonzero(found >= 0)
     qb, qa = late[f], found[f]
     full = gpu_was_full_many(qb, order, bounds, replay, ready, start, end, cover)
-    cannot = qb[full]
-    kb, ka_ = qb[~full], qa[~full]
+    submitting = np.zeros(len(qb), bool)
+    if launch_end is not None:
+        with np.errstate(invalid="ignore"):
+            submitting = start[qb] <= launch_end[qb] + SUBMIT_LATENCY_US  # NaN (unknown): False
+    told = full | submitting
+    cannot, launch_b = qb[told], qb[submitting]
+    why = [r for r, hit in ((LAUNCH_REASON, submitting.any()), (FULL_GPU_REASON, (full & ~submitting).any())) if hit]
+    if why:
+        reason = "; or ".join(why)
+    kb, ka_ = qb[~told], qa[~told]
     if not len(kb):
-        return Waits([], empty, empty, empty, cannot, wait_of, FULL_GPU_REASON if len(cannot) else reason)
+        return Waits([], empty, empty, empty, cannot, wait_of, reason, launch_b)
     gcode = np.searchsorted(np.array(sorted(prepared), dtype=np.int64), graph[kb])
     key, first = dense(gcode, node[kb], node[ka_])
     rank = np.empty(len(first), np.int64)
@@ -177,8 +202,7 @@ def inferred_waits(prepared: dict[int, PreparedGraph], m: EventMatch, start: np.
     index[by_wait] = np.arange(len(waits))
     for w in waits:
         w.certainty = wait_certainty(m, w)
-    return Waits([waits[i] for i in by_wait], kb, ka_, index[key], cannot, wait_of,
-                 FULL_GPU_REASON if len(cannot) else reason)
+    return Waits([waits[i] for i in by_wait], kb, ka_, index[key], cannot, wait_of, reason, launch_b)
 
 
 def total_in_order(values: np.ndarray) -> float:
