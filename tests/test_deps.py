@@ -4,6 +4,7 @@ CUPTI records (records.json.gz) and networkx reachability — not from cgtool's 
 import gzip
 import json
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import networkx as nx
 import pytest
@@ -275,3 +276,31 @@ def test_a_profiler_trace_with_channels_and_node_ids_is_read_with_them(data_dir,
     assert any("profiler trace carries hardware channels and graph node ids" in n for n in r.notes)
     got = Counter({(f.before, f.after, f.kind.value): f.count for f in r.findings})
     assert got == expected_from_records(data_dir / "forkjoin_trace_mc1")
+
+
+# ------------------------------------------- what a trace without hardware channels cannot show
+_PROFILER_TRACES = sorted(p for p in (Path(__file__).parent / "data").glob("*_kineto*") if (p / "trace.json.gz").is_file() and (p / "graph.json").is_file())
+
+
+@pytest.mark.parametrize("folder", _PROFILER_TRACES, ids=lambda p: p.name)
+def test_no_saving_is_claimed_for_what_a_profiler_trace_cannot_show(folder, run_cli):
+    """On a torch.profiler trace (no channels) the estimated saving is computed only from what the
+    trace shows -- inferred waits, or independent work serialized on one stream -- and is unknown
+    (null, said in words) otherwise: never a "0.0 µs without the fake serializations"."""
+    trace = load_trace(folder / "trace.json.gz")
+    if trace.has_channels:
+        pytest.skip("this profiler trace carries channels")
+    code, out, err = run_cli("deps", str(folder / "trace.json.gz"), "--graph", str(folder / "graph.json"), "--json", "-")
+    assert code == 0, err
+    s = json.loads(out)["summary"]
+    assert s["fake"] is None
+    shown = s["waits"] or s["cannot_tell"] or s["fake_on_one_stream"]
+    if not shown:
+        assert s["saving_us"] is None and s["saving_basis"] is None
+    else:
+        assert s["saving_basis"] in ("inferred waits", "serializations on one stream")
+    code, text, err = run_cli("deps", str(folder / "trace.json.gz"), "--graph", str(folder / "graph.json"))
+    assert code == 0, err
+    flat = " ".join(text.split())
+    assert "without the fake serializations" not in flat
+    assert "fake dependencies │ 0" not in flat and "fake dependencies 0" not in flat

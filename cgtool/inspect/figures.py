@@ -56,7 +56,8 @@ class Figures:
     cannot_tell_reason: str | None
     saving_us: float | None  # estimated, per replay
     saving_share: float | None  # of the mean span of the replays estimated
-    saving_basis: str | None  # what was re-scheduled without: "fake serializations" or "inferred waits"
+    saving_basis: str | None  # what was re-scheduled without: "fake serializations", "inferred waits" or
+    # "serializations on one stream"; None with saving_us None: nothing the trace shows to estimate from
     gpu_filled: bool | None
     incomplete_replays: int  # left out: lacking events of some GPU nodes
     non_graph_events: int
@@ -110,6 +111,13 @@ def figures(res: DepsResult, graph_id: int | None = None) -> Figures:
         gpu_filled = bool(filled[done].mean() >= 0.5)
     per = (lambda v: v / n) if n else (lambda v: 0.0)
     has_waits = stream and (bool(waits) or bool(t["cannot_tell"][sel].sum()))
+    # Without channels, a saving is estimated only from what the trace shows: the inferred waits, or
+    # independent work serialized on one stream. With neither, the saving is unknown, not 0: the
+    # serializations across hardware channels are not in the trace.
+    basis = ("fake serializations" if visible else "inferred waits" if has_waits
+             else "serializations on one stream" if fake else None)
+    if basis is None:
+        saving = share = None
     return Figures(
         source=res.source,
         graphs=[graph_id] if graph_id is not None else list(res.graphs),
@@ -133,8 +141,7 @@ def figures(res: DepsResult, graph_id: int | None = None) -> Figures:
         cannot_tell_reason=res.cannot_tell_reason if stream else None,
         saving_us=_r(saving),
         saving_share=_r(share, 4),
-        saving_basis=None if saving is None else ("fake serializations" if visible else
-                                                  "inferred waits" if has_waits else "fake serializations"),
+        saving_basis=None if saving is None else basis,
         gpu_filled=gpu_filled,
         incomplete_replays=sum(x.replays for x in res.incomplete if graph_id is None or x.graph_id == graph_id),
         non_graph_events=res.non_graph_events,

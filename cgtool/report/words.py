@@ -56,12 +56,18 @@ def cannot_tell(f: Figures) -> str:
 
 def saving(f: Figures) -> str:
     if f.saving_us is None:
+        if f.lane is Lane.STREAM:
+            return ("unknown: fake serializations are not visible without hardware channels, and no wait "
+                    "was inferred from timing")
         return "not estimated"
     share = "" if f.saving_share is None else f" ({100 * f.saving_share:.1f}% of the mean span"
     share += (", the GPU was full" if f.gpu_filled else "") + ")" if share else ""
     if f.saving_basis == "inferred waits":
         return (f"{us(f.saving_us)} per replay if the inferred waits were fake serializations{share}: "
                 "an estimate from timing, not a measurement")
+    if f.saving_basis == "serializations on one stream":
+        return (f"{us(f.saving_us)} per replay without the independent work serialized on one stream, "
+                f"estimated{share}; serializations across hardware channels are not visible in this trace")
     return f"{us(f.saving_us)} per replay without the fake serializations, estimated{share}"
 
 
