@@ -316,8 +316,8 @@ def _read_pieces(f: io.BufferedReader, head: bytes, p: Path, cap: int, given: bo
     if head:
         yield head
     # One buffer, read into again for every piece: a new piece of this size each time is a fresh
-    # allocation whose pages the kernel faults in and zeroes (a fifth of loading a 600 MiB trace on
-    # the CPU machine, benchmarks/bench_deps.py). A piece is valid until the next one is asked for:
+    # allocation whose pages the kernel faults in and zeroes (docs/performance.md#hand-written-code).
+    # A piece is valid until the next one is asked for:
     # every caller copies it at once.
     buf = bytearray(piece)
     view = memoryview(buf)
