@@ -1,7 +1,7 @@
 """The per-node driver calls of a graph export through ctypes on libcuda.
 
 cuda.bindings builds a Python object per handle and per parameter struct; these direct calls
-build none, and cost a fraction of it a node (figures: docs/performance.md#hand-written-code).
+build none and cost a fraction of that a node (docs/performance.md#hand-written-code).
 Only stable, versioned entry points are
 used (``cuGraphGetNodes``, ``cuGraphGetEdges_v2``, ``cuGraphNodeGetType``,
 ``cuGraphKernelNodeGetParams_v2``, ``cuFuncGetName``); when one is missing, :func:`load` returns
