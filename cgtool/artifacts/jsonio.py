@@ -37,7 +37,7 @@ DEFAULT_MAX_BYTES: int | None = None
 FILE_MAX_BYTES = 8 * 1024**3
 #: Cap on a device or a FIFO (no size known): reading stops here.
 STREAM_MAX_BYTES = 1024**3
-#: A gzip file may decompress to this many times its own size (JSON compresses ~10-20x) ...
+#: A gzip file may decompress to this many times its own size (JSON text compresses well) ...
 GZIP_RATIO = 64
 #: ... but never to less than GZIP_MIN_BYTES nor more than GZIP_MAX_BYTES by default.
 GZIP_MIN_BYTES = 256 * 1024**2

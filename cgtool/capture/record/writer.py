@@ -11,9 +11,10 @@ The writer makes **no CUDA call**: one there could wait on a driver lock that th
 thread holds while that thread waits for the writer's GIL, and a call from another thread can
 invalidate a capture running in "global" mode. It waits for quiet: no capture in progress and none
 ended in the last ``writer_quiet_s`` (longer than the ``gc.collect()`` that ``torch.cuda.graph``
-runs before each capture), at most 2 s after the graph came, and again between its steps when a
-capture has begun meanwhile. While idle it refreshes the index every ``index_refresh_s`` when the
-replay counts changed, so that a process killed later (SIGKILL) leaves its replays up to then.
+runs before each capture), at most ``_MAX_DEFER_S`` after the graph came, and again between its
+steps when a capture has begun meanwhile. While idle it refreshes the index every
+``index_refresh_s`` when the replay counts changed, so that a process killed later (SIGKILL) leaves
+its replays up to then.
 """
 
 from __future__ import annotations
