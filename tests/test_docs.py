@@ -88,6 +88,45 @@ def _lines(text: str) -> set[str]:
     return {ln.rstrip() for ln in text.splitlines()}
 
 
+# ------------------------------------------------------------------------ outputs on stdout
+
+TRACE = "tests/data/forkjoin_trace_mc1/trace.json.gz"
+GRAPH = "tests/data/forkjoin/graph.json"
+BENCH = "tests/data/bench/h200_samples.json"
+#: Every output option of the commands that run without a GPU, given `-`, and how its output begins
+#: (the GPU commands' `-o -`: tests/gpu/test_docs_gpu.py).
+DASH = [
+    (["deps", TRACE, "--json", "-"], "json"),
+    (["deps", TRACE, "--annotate", "-"], "json"),
+    (["topo", GRAPH, "--json", "-"], "json"),
+    (["diff", GRAPH, GRAPH, "--json", "-"], "json"),
+    (["doctor", "--json", "-"], "json"),
+    (["bench", "--compare", BENCH, BENCH, "--json", "-"], "json"),
+    (["dot", GRAPH, "-o", "-"], "digraph"),
+    (["report", GRAPH, "-o", "-"], "<!DOCTYPE html>"),
+]
+
+
+@pytest.mark.parametrize("argv,kind", DASH, ids=lambda x: " ".join(x) if isinstance(x, list) else None)
+def test_every_output_option_takes_a_dash(argv: list[str], kind: str, tmp_path: Path) -> None:
+    """`-` is standard output, and it holds that output alone: tables and notes go to stderr."""
+    p = _run(["cgtool", *argv], _workdir(tmp_path))
+    assert p.returncode == 0, p.stderr
+    if kind == "json":
+        json.loads(p.stdout)
+    else:
+        assert p.stdout.lstrip().startswith(kind), p.stdout[:200]
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["sample_workloads", "tests"]
+
+
+@pytest.mark.parametrize("argv", [["deps", TRACE, "--json", "-", "--annotate", "-"],
+                                  ["bench", "--compare", BENCH, BENCH, "--json", "-", "--save-baseline", "-"]],
+                         ids=["deps", "bench"])
+def test_two_outputs_on_a_dash_are_refused(argv: list[str], tmp_path: Path) -> None:
+    p = _run(["cgtool", *argv], _workdir(tmp_path))
+    assert p.returncode == 2 and "standard output" in p.stderr and not p.stdout, (p.returncode, p.stderr)
+
+
 # ---------------------------------------------------------------------------------------- README
 
 
