@@ -358,6 +358,21 @@ def _res(name: str) -> dict:
     return json.loads((RESULTS / name).read_text())
 
 
+def test_performance_bench_figures_are_the_result_files() -> None:
+    d = _res("bench_vs_plain_h100.json")
+    for w, r in d["results"].items():
+        plain = [x["median_us"] for x in r["plain"]]
+        ours = [x["median_us"] for x in r["cgtool"]]
+        ratio = statistics.median(ours) / statistics.median(plain)
+        fmt = ".2f" if len(plain) == 1 else ".1f"
+        cells = [", ".join(f"{v:{fmt}}" for v in plain), ", ".join(f"{v:{fmt}}" for v in ours)]
+        if len(plain) == 1:
+            cells = [f"{c} (one round)" for c in cells]
+        _has(f"| {cells[0]} | {cells[1]} | {ratio:.4f} |")
+    arms = {a: recs[0]["median_us"] for a, recs in _res("probe_capture_state_h100.json")["records"].items() if recs}
+    _has(f"from {arms['plain']:.1f} to {arms['kept_current']:.1f} µs ({arms['kept_current'] / arms['plain']:.3f}x)")
+
+
 def test_performance_record_figures_are_the_result_files() -> None:
     for name in ("probe_record_capture_gpt2_h100.json", "probe_record_capture_runner_h100.json"):
         d = _res(name)
