@@ -415,6 +415,9 @@ def test_performance_export_and_tracing_figures_are_the_result_files() -> None:
                  f"({row['get_graph_data'] / bare:.2f}x)", f"{row['full export'] * 1e3:.2f} ms ({row['full export'] / bare:.2f}x)",
                  f"{row['before: get_graph_data'] / bare:.2f}x / {row['before: full export'] / bare:.2f}x"]
         _has("| " + " | ".join(cells) + " |")
+    k = next(r for r in _res("bench_export_h100.json")["rows"] if r["nodes"] == 1000)
+    _has(f"of 1,000 nodes through cuda.bindings {k['cuda.bindings path'] * 1e3:.2f} µs a node, through ctypes "
+         f"{k['get_graph_data'] * 1e3:.2f} µs")
     for w, d in _res("bench_trace_overhead_h100.json").items():
         t = d["default"]
         _has(f"| {t['off']:.1f} | {t['default']['us']:.1f} | {t['default']['ratio']:.3f}x | {t['default']['per_item_us']:.2f} |")
