@@ -25,7 +25,7 @@ it is not timed), and the time spent in cyclic GC inside the timed calls is prin
 ``--check`` compares the new export with the old one on the synthetic graphs and on every sample
 workload's graphs (same JSON apart from the measured ``export_s``).
 
-Targets (issue 18): get_graph_data <= 3x bare, full export <= 4x bare, at every size.
+Targets: get_graph_data <= 3x bare, full export <= 4x bare, at every size.
 """
 
 from __future__ import annotations

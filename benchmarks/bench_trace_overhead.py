@@ -14,7 +14,7 @@ records of one traced block; settings CUPTI refused are named. A child that cras
 H100 machine the chain's child once hung entering a setting in its second round (many records per
 block, CUPTI enabled and disabled again and again in one process; `cgtool trace` enables it once).
 
-Measured on the H100 machine (issue 18; `cuptiActivityEnableLatencyTimestamps` is off in all but its
+Measured on the H100 machine (`cuptiActivityEnableLatencyTimestamps` is off in all but its
 own row): no setting lowers the overhead without changing what `deps` reads. ``kernel-kind`` (the
 serialising KERNEL record kind) looked lighter (the chain 1.03x, GPT-2 decode 1.005x against 1.04x)
 but its records of a graph replay carry a start and end for the first kernel of each launch only:

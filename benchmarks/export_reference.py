@@ -1,9 +1,9 @@
-"""The graph export as it was before issue 18 (commit 6243867), kept verbatim as an oracle:
+"""The pure-Python graph export of commit 6243867, kept verbatim as an oracle:
 ``benchmarks/bench_export.py --check`` and ``tests/gpu/test_engine_gpu.py`` compare the optimised
 ``cgtool.capture.export.graph_data`` with it on real graphs (same JSON apart from the measured
 ``export_s``), and the benchmark prints its time beside the new one. Not used by cgtool itself.
-Verbatim apart from the ctypes CUPTI helper it used, copied in at the end (cgtool no longer has it);
-the helpers issue 18 left unchanged (node and edge lists, function names, child graphs, the
+Verbatim apart from the ctypes CUPTI helper it used, copied in at the end (cgtool does not have it);
+the helpers that are the same in cgtool (node and edge lists, function names, child graphs, the
 tools-id probe, the environment) are imported from cgtool.capture.export.
 
 Differences to expect, by design: the old export named batch memory-op nodes ``unknown_<n>`` (``Graph``
@@ -18,7 +18,7 @@ from typing import Any
 
 from cgtool.capture import _fastcuda
 from cgtool.capture import graphread as _export
-# Unchanged by issue 18: taken from the live module rather than copied.
+# The same in cgtool: taken from the live module rather than copied.
 from cgtool.capture.export import (_child_summary, _func_name, _get_edges, _get_nodes, driver_has_tools_ids,
                                    environment)
 from cgtool.capture._deps import check, optional_cupti, require_bindings

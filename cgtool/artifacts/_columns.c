@@ -3,9 +3,9 @@
  *
  * Why C: the reader decodes a chunk of chrome-trace events with msgspec into small structs, then
  * turns the GPU events among them into numpy columns. In Python that is one C-level pass per field
- * (``np.fromiter(map(attrgetter(...)))``: about 15 passes a chunk), which cost 1.0-1.3 s of the
- * 3.8 s `cgtool deps` spent on 10^6 events on the CPU machine (benchmarks/bench_deps.py, its
- * profile), more than msgspec's decoding. Here every field is read straight from the struct's slot
+ * (``np.fromiter(map(attrgetter(...)))``: about 15 passes a chunk), which cost more than msgspec's
+ * decoding (benchmarks/bench_deps.py's profile; docs/performance.md#hand-written-code). Here every
+ * field is read straight from the struct's slot
  * (msgspec structs keep their fields in member slots, whose descriptors the caller passes), once,
  * in one loop. The module is optional: without it (no C compiler at install) the Python passes run,
  * and tests/test_trace_stream.py checks that both give the same columns.
@@ -99,8 +99,8 @@ static PyObject *new_bytes(Py_ssize_t n, char **at) {
 }
 
 /* Two passes, so that nothing is allocated but the results, at their final sizes (temporary
- * buffers sized for the whole chunk raised the reader's peak memory by ~8% at 10^6 events: the
- * allocator keeps freed blocks of that size). The first pass sets each event's code and counts the
+ * buffers sized for the whole chunk raised the reader's peak memory: the allocator keeps freed
+ * blocks of that size). The first pass sets each event's code and counts the
  * GPU events; the second reads their fields. */
 static PyObject *gpu_columns(PyObject *mod, PyObject *args) {
     PyObject *evs, *fields, *afields, *adef, *codes, *names;
@@ -227,8 +227,8 @@ done:
  * events read straight from the JSON text, without msgspec's objects.
  *
  * Why: after gpu_columns above, msgspec's decoding of the chunk into structs was the reader's
- * largest cost (1.2 of 2.1 s loading 10^6 events of a cgtool trace, 1.9 + 1.3 s of a Kineto
- * trace, on the CPU machine): it builds a struct, four strings, two floats and an args struct per
+ * largest cost (docs/performance.md#hand-written-code): it builds a struct, four strings, two
+ * floats and an args struct per
  * event, of which only a few fields are kept. Here the text is parsed once and only those fields
  * are converted (benchmarks/bench_deps.py measures it against the msgspec path,
  * CGTOOL_TRACE_SCAN=0).

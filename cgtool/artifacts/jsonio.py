@@ -37,7 +37,7 @@ DEFAULT_MAX_BYTES: int | None = None
 FILE_MAX_BYTES = 8 * 1024**3
 #: Cap on a device or a FIFO (no size known): reading stops here.
 STREAM_MAX_BYTES = 1024**3
-#: A gzip file may decompress to this many times its own size (JSON compresses ~10-20x) ...
+#: A gzip file may decompress to this many times its own size (JSON text compresses well) ...
 GZIP_RATIO = 64
 #: ... but never to less than GZIP_MIN_BYTES nor more than GZIP_MAX_BYTES by default.
 GZIP_MIN_BYTES = 256 * 1024**2
@@ -316,8 +316,8 @@ def _read_pieces(f: io.BufferedReader, head: bytes, p: Path, cap: int, given: bo
     if head:
         yield head
     # One buffer, read into again for every piece: a new piece of this size each time is a fresh
-    # allocation whose pages the kernel faults in and zeroes (a fifth of loading a 600 MiB trace on
-    # the CPU machine, benchmarks/bench_deps.py). A piece is valid until the next one is asked for:
+    # allocation whose pages the kernel faults in and zeroes (docs/performance.md#hand-written-code).
+    # A piece is valid until the next one is asked for:
     # every caller copies it at once.
     buf = bytearray(piece)
     view = memoryview(buf)

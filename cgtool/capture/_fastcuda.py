@@ -1,7 +1,8 @@
 """The per-node driver calls of a graph export through ctypes on libcuda.
 
-cuda.bindings builds a Python object per handle and per parameter struct, which costs about
-10 µs a node; these direct calls cost under 1 µs each. Only stable, versioned entry points are
+cuda.bindings builds a Python object per handle and per parameter struct; these direct calls
+build none and cost a fraction of that a node (docs/performance.md#hand-written-code).
+Only stable, versioned entry points are
 used (``cuGraphGetNodes``, ``cuGraphGetEdges_v2``, ``cuGraphNodeGetType``,
 ``cuGraphKernelNodeGetParams_v2``, ``cuFuncGetName``); when one is missing, :func:`load` returns
 None (``cuGraphGetEdges_v2``: :meth:`Driver.edges` returns None) and the export falls back to
@@ -96,8 +97,8 @@ class Driver:
     def each(self, fn: Any, handles: list[int], base: int, stride: int) -> list[int]:
         """``fn(handle, base + i * stride)`` for every handle (``fn``: one of this driver's
         two-argument entry points, or another library's); the indices whose call failed. One C loop
-        where the compiled helper is built (``capture/_graphread.c``: 0.6–1.0 µs a call through
-        ctypes, measured in ``bench_export.py``), else a C-level ``map()`` over the ctypes function."""
+        where the compiled helper is built (``capture/_graphread.c``: no call through ctypes per node;
+        docs/performance.md#hand-written-code), else a C-level ``map()`` over the ctypes function."""
         batch = _batch()
         if batch is not None:
             addr = ctypes.cast(fn, ctypes.c_void_p).value

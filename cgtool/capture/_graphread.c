@@ -52,7 +52,8 @@ static PyObject *call_each(PyObject *mod, PyObject *args) {
 
 /* dicts(keys, columns, skip_none): [{keys[k]: columns[k][i] ...} for each i], in key order; a key
  * whose flag in skip_none is true is left out of a dict where its value is None. The export's node
- * dicts: a Python comprehension over zip() costs ~0.7 us a node, this ~0.2 us (bench_export.py). */
+ * dicts: a Python comprehension over zip() costs several times this loop
+ * (docs/performance.md#hand-written-code). */
 static PyObject *dicts(PyObject *mod, PyObject *args) {
     PyObject *keys, *cols, *skip;
     (void)mod;
@@ -98,9 +99,9 @@ static PyObject *dicts(PyObject *mod, PyObject *args) {
  *     ids: bytes | None)
  *
  * Why C: the same reads from Python (ctypes calls, C-level map()s, numpy columns, a dict per
- * distinct function) cost the recorder ~0.45 ms for a 127-node graph inside the program's
- * cudaGraphInstantiate, and the export of a 1,000-node graph ~3.6x the bare cuGraphGetNodes +
- * cuGraphGetEdges calls (benchmarks/bench_export.py; the figures of this version are in its output).
+ * distinct function) cost the recorder more inside the program's cudaGraphInstantiate, and made the
+ * export of a 1,000-node graph several times the bare cuGraphGetNodes + cuGraphGetEdges calls
+ * (benchmarks/bench_export.py; docs/performance.md#hand-written-code).
  * The struct layouts stay in Python (_fastcuda.KernelParamsV2): the function pointer is the first
  * field, and param_size bytes are given to the driver per node. */
 typedef int (*get_nodes_fn)(void *graph, uint64_t *nodes, size_t *n);
@@ -226,9 +227,10 @@ done:
 /* adjacency(handles, frm, to) -> (dependencies, dependents): per node, the indices of its
  * predecessors and successors in the order the edge lists give them; edges naming a handle that is
  * not in `handles` are left out. frm and to: buffers of uint64 handles (cuGraphGetEdges' output).
- * Why C: the Python version (a dict and two map()s, then two appends an edge) cost ~0.25 ms at
- * 1,000 nodes, more than the driver's own edge call; an open-addressing table and lists made at
- * their final size cost a tenth of that (tests/test_export_cpu.py checks it against a plain loop). */
+ * Why C: the Python version (a dict and two map()s, then two appends an edge) cost more than the
+ * driver's own edge call; an open-addressing table and lists made at their final size cost far
+ * less (docs/performance.md#hand-written-code; tests/test_export_cpu.py checks it against a plain
+ * loop). */
 
 static PyObject *adjacency(PyObject *mod, PyObject *args) {
     PyObject *handles;

@@ -27,7 +27,7 @@ def load_libcupti() -> Any:
     the system's), and torch preloads the same wheel's file: loaded first, it is the one copy the
     process maps (``benchmarks/probe_libcupti.py`` checks that on the GPU machine). The wheel's
     file is looked for on ``sys.path`` first, as torch does, because importing cuda.pathfinder
-    costs 0.07 s of the program's start (measured on the GPU machine); cuda.pathfinder finds the
+    adds to the program's start (docs/performance.md#hand-written-code); cuda.pathfinder finds the
     others (a CUDA toolkit, conda).
     """
 

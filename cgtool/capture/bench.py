@@ -18,8 +18,9 @@ In each process (``bench_workload``):
 4. ``recaptures`` > 1: the same step captured again into a new graph with a fresh memory pool, in
    another allocator state each time (``RECAPTURE_STATES``), and timed like the first;
 5. the replay-vs-eager check of the first capture (after all timing: it runs the step eagerly on
-   the current stream, which slowed every later replay of the 400-kernel chain by 18 % on an H100,
-   docs/bench.md), then the eager step timed the same way (per-replay samples without the hold: its launches are part of its time).
+   the current stream, which slows every later replay of the 400-kernel chain: docs/bench.md, "Why
+   capture state moves replay time"), then the eager step timed the same way (per-replay samples
+   without the hold: its launches are part of its time).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ class CuptiOptions:
     """How the activity API is set up (``benchmarks/bench_trace_overhead.py`` compares them).
 
     Whatever the options, every GPU record keeps what ``deps`` needs: ids, channel, graph and
-    graph node ids, correlation id. The defaults are what measurement on the H100 machine kept:
+    graph node ids, correlation id. The defaults are what ``bench_trace_overhead.py`` kept:
     KERNEL records serialise concurrent kernels (the tracer would create the fake dependencies
     ``deps`` looks for), ``launches="graph"`` produced no launch records there, and neither buffer
     size nor ``hw_trace`` (refused on Hopper) changed the overhead measurably.

@@ -165,10 +165,8 @@ def _adjacency(handles: list[int], frm: list[int], to: list[int]) -> tuple[list[
     """(dependencies, dependents) of each node: node indices in the order the edge list gives them.
 
     Handles become indices through one dict and two C-level ``map()``s; each edge is then two
-    appends. This replaced a numpy grouping (sorted search, stable sorts, one slice per list):
-    its dozen small numpy calls cost more than this loop. H100 machine, each timed alone
-    (``benchmarks/probe_export.py`` of the export1k branch): 852 -> 643 µs at 1k nodes,
-    6.19 -> 5.09 ms at 10k."""
+    appends. Not a numpy grouping (sorted search, stable sorts, one slice per list): its dozen small
+    numpy calls cost more than this loop (docs/performance.md#hand-written-code)."""
     n = len(handles)
     deps: list[list[int]] = [[] for _ in range(n)]
     dents: list[list[int]] = [[] for _ in range(n)]
@@ -226,10 +224,11 @@ def cuda_environment(dev: int) -> dict[str, Any]:
 @functools.lru_cache(maxsize=1)
 def host_environment() -> dict[str, Any]:
     """The driver's version string (NVML) and the installed package versions: no CUDA call, so any
-    thread may ask. Cached: NVML initialisation alone costs tens of milliseconds."""
+    thread may ask. Cached: NVML initialisation alone is slow."""
     return {
         "driver_version": _nvml_driver(),
-        # installed, not imported: `cgtool record` runs without loading it (0.34 s after torch)
+        # installed, not imported: `cgtool record` runs without loading it (its import cost:
+        # docs/performance.md#hand-written-code)
         "cupti_python": _pkg_version("cupti-python") if _installed("cupti") else None,
         "cuda_bindings": _pkg_version("cuda-bindings"),
     }

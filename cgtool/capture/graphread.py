@@ -93,8 +93,8 @@ def driver_has_tools_ids(rt: Any, node: Any) -> bool:
 def driver_may_have_tools_ids() -> bool:
     """False when libcuda's version says the driver predates the tools ids (CUDA 13.1): then the
     probe above needs no call through cuda.bindings' runtime, whose first use in a process (its
-    own runtime initialisation) cost ~2 ms inside the first recorded graph's instantiation on the
-    GPU machine (benchmarks/bench_record.py, per graph). The recorder asks this before the program
+    own runtime initialisation) would slow the first recorded graph's instantiation
+    (docs/performance.md#hand-written-code). The recorder asks this before the program
     captures anything (``Recorder._after_torch``)."""
     global _tools_id_probe
     fast = _fastcuda.load()
@@ -319,8 +319,8 @@ def read_graph(raw_graph: int, raw_exec: int, *, with_meta: bool = True, id_sour
             )
         exec_id = int(cupti.get_graph_exec_id(raw_exec))
         # One C loop over cuptiGetGraphNodeId where the compiled helper is built (``_compiled_ids``);
-        # else cupti-python's own (Cython) call: 0.42 µs a node on the H100 machine, against 0.95 µs
-        # for cuptiGetGraphNodeId through ctypes (bench_export.py prints both).
+        # else cupti-python's own (Cython) call, faster than cuptiGetGraphNodeId through ctypes
+        # (bench_export.py prints both; docs/performance.md#hand-written-code).
         node_id = cupti.get_graph_node_id
 
     names = dict(_node_type_names(rt, drv))  # type enum -> node_type, completed below for unknowns

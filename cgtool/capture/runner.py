@@ -5,8 +5,8 @@ The graph is captured in the state the user's program leaves after its warm-up (
 a side stream): the replay-vs-eager check runs after the capture (``check_replay``), and its eager
 reference is copied to the host, so nothing the check allocates is alive when the graph's buffers
 are placed. (Running the 400-kernel chain eagerly on the stream its graph replays on, before the
-capture or after it, slowed every later replay by 18 % on an H100, the graph's buffers unmoved:
-docs/bench.md. ``cgtool bench`` therefore checks after all timing.)"""
+capture or after it, slowed every later replay, the graph's buffers unmoved: docs/bench.md, "Why
+capture state moves replay time". ``cgtool bench`` therefore checks after all timing.)"""
 
 from __future__ import annotations
 

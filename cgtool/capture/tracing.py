@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import statistics
+import tempfile
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, Sequence
 
 from cgtool.artifacts.chrome import TRACE_SCHEMA_VERSION, build_trace
-from cgtool.artifacts.jsonio import load_json, write_json
+from cgtool.artifacts.jsonio import is_stdout, load_json, write_json
 from cgtool.capture._deps import optional_cupti, require_cuda
 from cgtool.capture.child import child_main, raise_error, run_child
 from cgtool.capture.cupti_trace import CuptiCollector, CuptiOptions
@@ -167,7 +168,12 @@ def record_trace(target: str, args: Sequence[str], output: str, *, replays: int 
     graphs = [d for _, d in cap.exports()]
     rank = dist.rank() if dist.distributed() else None
     if profiler is Profiler.TORCH:
-        tmp = Path(output).with_name(Path(output).name + ".tmp.json")
+        if is_stdout(output):  # nothing is written beside a `-` (the current folder)
+            fd, name = tempfile.mkstemp(prefix="cgtool-trace-", suffix=".json")
+            os.close(fd)
+            tmp = Path(name)
+        else:
+            tmp = Path(output).with_name(Path(output).name + ".tmp.json")
         torch_profiler_trace(cap, str(tmp), replays=replays, warmup=warmup)
         try:
             doc = load_json(tmp)

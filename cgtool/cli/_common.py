@@ -58,7 +58,7 @@ err = _Console(stderr=True, markup=False, highlight=False)
 Force = Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")]
 MaxBytes = Annotated[Optional[int], typer.Option("--max-bytes", min=1, show_default="8 GiB for a file, 1 GiB for a device or FIFO, 64x the size of a gzip file (256 MiB to 4 GiB)", help="Refuse inputs that are (or decompress to) more bytes than this.")]
 JsonOut = Annotated[Optional[Path], typer.Option("--json", help="Also write the result as JSON (`-`: standard output).")]
-__all__ = ["DEFAULT_MAX_BYTES", "Force", "JsonOut", "MaxBytes", "err", "out", "output_path", "wrote", "console_for"]
+__all__ = ["DEFAULT_MAX_BYTES", "Force", "JsonOut", "MaxBytes", "err", "out", "output_path", "wrote", "console_for", "one_stdout"]
 
 
 def output_path(path: Optional[Path], force: bool, *, inputs: tuple[Optional[Path], ...] = ()) -> Optional[Path]:
@@ -83,9 +83,18 @@ def output_path(path: Optional[Path], force: bool, *, inputs: tuple[Optional[Pat
     return path
 
 
-def console_for(json_out: Optional[Path]) -> Console:
-    """Where the human-readable report goes: stdout, or stderr when ``--json -`` takes stdout."""
-    return err if is_stdout(json_out) else out
+def console_for(*outputs: Optional[Path]) -> Console:
+    """Where the human-readable report goes: stdout, or stderr when one of the command's outputs
+    (``--json -``, ``--annotate -``, ``--save-baseline -``) takes stdout."""
+    return err if any(is_stdout(p) for p in outputs) else out
+
+
+def one_stdout(**outputs: Optional[Path]) -> None:
+    """Refuse two outputs of one command both given as ``-``: their contents would be interleaved."""
+    named = [f"--{name.replace('_', '-')}" for name, p in outputs.items() if is_stdout(p)]
+    if len(named) > 1:
+        raise UsageError(f"{' and '.join(named)} are both `-` (standard output); only one output can go there. "
+                         "Write the other to a file.")
 
 
 def wrote(path: Optional[Path], what: str = "") -> None:

@@ -13,7 +13,8 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.text import Text
 
-from cgtool.cli._common import DEFAULT_MAX_BYTES, Force, JsonOut, MaxBytes, console_for, err, out, output_path, wrote
+from cgtool.cli._common import (DEFAULT_MAX_BYTES, Force, JsonOut, MaxBytes, console_for, err, one_stdout, out, output_path,
+                                wrote)
 from cgtool.errors import CheckFailed, UsageError
 from cgtool.inspect import DEFAULT_TOLERANCE_US
 
@@ -51,7 +52,7 @@ def deps(
     json_out: JsonOut = None,
     tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,
     fail_on_fake: Annotated[Optional[int], typer.Option(min=0, help="Exit 1 when more than N distinct fake dependencies (pairs of nodes, each counted once however many replays show it) are found: the count does not grow with the replays traced. Needs hardware channels (a `cgtool trace`): without them fake dependencies are not visible and the check is refused (exit 2).")] = None,
-    annotate: Annotated[Optional[Path], typer.Option(help="Write a copy of the trace with true edges as flow arrows and fake serializations marked.")] = None,
+    annotate: Annotated[Optional[Path], typer.Option(help="Write a copy of the trace with true edges as flow arrows and fake serializations marked (`-`: standard output).")] = None,
     compare: Annotated[Optional[Path], typer.Option("--compare", help="Another trace of the same graph (e.g. another CUDA_DEVICE_MAX_CONNECTIONS): judge the two by measured span per replay.")] = None,
     max_connections: Annotated[Optional[int], typer.Option("--max-connections", min=1, max=32, help="The CUDA_DEVICE_MAX_CONNECTIONS the traced program ran with, for a trace without channel data that does not record it: with 1, every stream's work went through one hardware channel, so fake dependencies are found exactly.")] = None,
     graph_id: GraphId = None,
@@ -64,6 +65,7 @@ def deps(
     """True and fake dependencies: classify every serialization a trace shows against the graph."""
     from cgtool.inspect.files import deps_runs
 
+    one_stdout(json=json_out, annotate=annotate)
     for p in (json_out, annotate):
         output_path(p, force, inputs=(_path(trace), compare, *(graph or [])))
     runs = deps_runs(trace, graph or [], selector=_selector(graph_id, rank, process), tolerance_us=tolerance_us,
@@ -71,7 +73,7 @@ def deps(
     if len(runs) > 1 and (annotate or compare):
         raise UsageError(f"{_path(trace)} holds {len(runs)} traces; --annotate and --compare take one: pick it with "
                          "--rank/--process, or pass one trace file.")
-    con = console_for(json_out)
+    con = console_for(json_out, annotate)
     compared = _deps_show(con, runs, graph or [], compare, tolerance_us, top, max_bytes, max_connections)
     if json_out is not None:  # built only when asked for: a trace may hold 100,000s of replays
         from cgtool.artifacts.jsonio import write_json

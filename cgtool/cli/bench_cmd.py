@@ -12,7 +12,7 @@ import typer
 from rich.progress import Progress
 
 from cgtool.artifacts.bench import BenchResults, BenchSpec, env_mismatch
-from cgtool.cli._common import Force, console_for, err, out, output_path, wrote
+from cgtool.cli._common import Force, console_for, err, one_stdout, out, output_path, wrote
 from cgtool.errors import CaptureError, CheckFailed, InvalidInputError, UsageError
 from cgtool.inspect.benchstats import Judgement, Verdict, compare_results, parse_percent
 
@@ -59,7 +59,7 @@ def bench(
     no_eager: Annotated[bool, typer.Option("--no-eager", help="Skip the eager baseline.")] = False,
     recaptures: Annotated[int, typer.Option(min=1, help="Captures of the step per process, each timed, each with a fresh memory pool in another allocator state (the first as the program leaves it; then with the earlier graphs alive and one more eager output kept): the table shows the spread between captures beside the spread between replays, and the gate compares the captures' ranges when they spread wider.")] = 1,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write every sample and the fingerprint (with --compare: the verdicts); `-`: standard output.")] = None,
-    save_baseline: Annotated[Optional[Path], typer.Option(help="Write the results as a baseline file.")] = None,
+    save_baseline: Annotated[Optional[Path], typer.Option(help="Write the results as a baseline file (`-`: standard output).")] = None,
     baseline: Annotated[Optional[Path], typer.Option(help="Compare with this baseline; exit 1 on a regression.")] = None,
     compare: Annotated[Optional[tuple[Path, Path]], typer.Option(help="OLD.json NEW.json: judge saved results (no GPU).")] = None,
     max_regression: Annotated[str, typer.Option(help="Median slowdown tolerated before the significance test may fail the gate.")] = "2%",
@@ -69,6 +69,7 @@ def bench(
 ) -> None:
     """Replay and time workloads (GPU µs per replay, host launch cost, eager speedup); gate on a baseline."""
     parse_percent(max_regression)
+    one_stdout(json=json_out, save_baseline=save_baseline)
     for p in (json_out, save_baseline):
         output_path(p, force, inputs=(baseline, *(compare or ())))
     if compare is not None:
@@ -103,11 +104,11 @@ def bench(
         res.save(save_baseline, force=force)
         wrote(save_baseline)
     judged = judge_against(baseline, res, max_regression, allow_env_mismatch) if baseline else None
-    _finish(res, judged, json_out, force, results_json=True)
+    _finish(res, judged, json_out, force, results_json=True, saved=save_baseline)
 
 
 def _finish(res: BenchResults, js: list[Judgement] | None, json_out: Optional[Path], force: bool,
-            results_json: bool = False) -> None:
+            results_json: bool = False, saved: Optional[Path] = None) -> None:
     from cgtool.artifacts.jsonio import write_json
     from cgtool.report.tables import bench_summary_md, bench_table, show
 
@@ -118,7 +119,7 @@ def _finish(res: BenchResults, js: list[Judgement] | None, json_out: Optional[Pa
             doc["judgements"] = [j.to_json() for j in js]
         write_json(json_out, doc, force=force)
         wrote(json_out)
-    show(console_for(json_out), bench_table(res, js))
+    show(console_for(json_out, saved), bench_table(res, js))
     for w in res.failed:
         err.print(f"{w.key} failed: {w.error}", markup=False, highlight=False)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -132,7 +133,7 @@ def _finish(res: BenchResults, js: list[Judgement] | None, json_out: Optional[Pa
     if bad:
         raise CheckFailed("performance gate failed: " + "; ".join(f"{j.name} {j.verdict.value} ({j.reason})" for j in bad))
     if js:
-        console_for(json_out).print("performance gate passed", highlight=False)
+        console_for(json_out, saved).print("performance gate passed", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -105,7 +105,7 @@ def export(
 def trace(
     ctx: typer.Context,
     target: Target,
-    output: Annotated[Path, typer.Option("-o", "--output", help="Chrome trace to write (.json or .json.gz); Perfetto opens it.")] = Path("trace.json.gz"),
+    output: Annotated[Path, typer.Option("-o", "--output", help="Chrome trace to write (.json or .json.gz; `-`: standard output); Perfetto opens it.")] = Path("trace.json.gz"),
     replays: Annotated[int, typer.Option(min=1, help="Traced replays (after warm-up).")] = 5,
     warmup: Warmup = 3,
     max_connections: Annotated[Optional[int], typer.Option(min=1, max=32, help="Run with CUDA_DEVICE_MAX_CONNECTIONS=N (in a child process, set before CUDA starts).")] = None,
@@ -131,9 +131,9 @@ def trace(
     if dist.distributed():
         every = dist.gather(s.to_json())
         if every is not None:
-            show(out, rank_table(f"traces of {replays} replays on {dist.world_size()} ranks", every))
+            show(console_for(output), rank_table(f"traces of {replays} replays on {dist.world_size()} ranks", every))
         return
-    out.print(trace_line(s, replays), highlight=False, markup=False)
+    console_for(output).print(trace_line(s, replays), highlight=False, markup=False)
     wrote(output, f"(open it in https://ui.perfetto.dev, or run `cgtool deps {output}`)")
 
 

@@ -2,8 +2,9 @@
 lines that needs no typer.
 
 ``cgtool record`` is timed as part of the user's program (``benchmarks/bench_record.py``): the
-parent's start-up comes before the program's. typer and rich cost ~0.15 s to import on the GPU
-machine, so ``cgtool.cli.entry`` first tries :func:`parse_fast` — the record command's own options
+parent's start-up comes before the program's. typer and rich are slow to import
+(docs/performance.md#hand-written-code), so ``cgtool.cli.entry`` first tries :func:`parse_fast` —
+the record command's own options
 before ``--`` (``capture/record/options.CLI``, the table typer's command is defined from too),
 nothing else — and hands anything it does not take (``--help``, ``--out=DIR``, unknown or repeated
 options, a bad number, no ``--``) to the typer app, which stays the one definition of the command

@@ -1,9 +1,9 @@
 /* The CUPTI callback of `cgtool record`, in C: what a graph node's creation costs the program.
  *
- * Measured on the GPU machine (benchmarks/probe_record_capture.py, a 24-layer model, ~127 nodes a
- * graph): CUPTI with a C callback that returns at once leaves capture+instantiate at 1.00x the bare
- * time; a Python callback through ctypes that returns at once is 1.09x, and one that only calls
- * sys._getframe 1.23x, before any work. So the node-creation callback, the one called for every
+ * CUPTI with a C callback that returns at once leaves capture+instantiate as fast as the bare
+ * capture; a Python callback through ctypes that returns at once slows it, and one that only calls
+ * sys._getframe more, before any work (benchmarks/probe_record_capture.py; figures in
+ * docs/performance.md#hand-written-code). So the node-creation callback, the one called for every
  * node, is this C function: it reads the graph and node handles from CUPTI's structs, walks the
  * Python frames of the creating thread with the C API, and stores what the Python path
  * (tracker.GraphTracker._node_info / attribution.grab_node_info) stores, packed into one bytes object
@@ -35,7 +35,8 @@
 
 /* On 3.11-3.13 the walk reads CPython's interpreter frames directly: the public API
  * (PyThreadState_GetFrame, PyFrame_GetBack) makes a frame object for every frame walked and the
- * program frees it again, ~3 us a node on the GPU machine for a model's 20-30 frames. The
+ * program frees it again, a cost per node that grows with the stack
+ * (docs/performance.md#hand-written-code). The
  * internal struct differs in every minor version, so this is compiled only for the three known
  * layouts; any other version walks with the public API. The fake-CUPTI test compares both walks
  * (tests/test_record_recorder_fake.py), and CI builds this for 3.11 and 3.13. */
@@ -89,9 +90,9 @@ static struct { unsigned long thread; unsigned long long t0; } g_inst_start[MAX_
  *    sizes kept per pointer / handle so that a free subtracts what its allocation added. The
  *    recorder reads the total at capture begin and at instantiation: the growth in between is the
  *    capture's. Reading torch's own statistics there instead (torch._C._cuda_memoryStats builds a
- *    dict of every allocator statistic) cost ~90 us a graph on the GPU machine.
+ *    dict of every allocator statistic) costs more a graph (docs/performance.md#hand-written-code).
  *  - graph launches (cuGraphLaunch*, API enter) per graph exec, when the recorder does not trace
- *    (a Python callback per replay cost a serving loop ~3-5 us a replay).
+ *    (a Python callback per replay would slow a serving loop's every replay).
  * Parameter layouts (cupti's generated_cuda_runtime_api_meta.h / generated_cuda_meta.h):
  * cudaMalloc_v3020_params {void **devPtr; size_t size}, cudaFree_v3020_params {void *devPtr},
  * cuMemCreate_params {CUmemGenericAllocationHandle *handle; size_t size; ...},
@@ -344,9 +345,9 @@ static PyObject *module_of_iframe(IFrame *f, PyCodeObject *code) {
  *   (NULL for none), then per frame: code object pointer, int32 lasti (bytes), int32 0.
  *
  * A capture makes nodes by the hundred; keeping each as four new containers (two lists, two tuples)
- * counts towards the cyclic GC's next collection whether tracked or not: on the GPU machine such
- * recorded captures of benchmarks/probe_record_capture.py spent ~1 ms a graph in collections they
- * set off (0.3 a graph, mostly full ones in a torch process), the bare ones none.
+ * counts towards the cyclic GC's next collection whether tracked or not: recorded captures of
+ * benchmarks/probe_record_capture.py kept that way set off collections (mostly full ones in a torch
+ * process), the bare ones none (docs/performance.md#hand-written-code).
  * Bytes and ints are not GC objects. The objects pointed to are kept alive once each in g_kept
  * (code objects, module classes, interned op and range names: few distinct ones in a program);
  * unpack() rebuilds the tuple the Python callback stores, off the capture path (the writer thread). */
@@ -641,8 +642,8 @@ static void callback(void *userdata, int domain, uint32_t cbid, const void *cbda
     if (g_active && g_handler) {
         if (domain == g_res_domain && (int)cbid == g_node_cbid && cbdata &&
             PyThread_get_thread_ident() == g_main) {
-            /* Timed one call in 16 (the clock costs 50-150 ns a read on the machines measured, a
-             * tenth of the callback): stats() scales the sampled time up to every call. */
+            /* Timed one call in 16 (a clock read costs a sizeable share of the callback): stats()
+             * scales the sampled time up to every call. */
             int timed = (g_calls & 15) == 0;
             unsigned long long t0 = timed ? now_ns() : 0;
             void *desc = read_ptr(cbdata, g_off_desc);

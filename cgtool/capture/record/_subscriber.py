@@ -3,18 +3,18 @@
 Two ways in, same handler:
 
 * ``"ctypes"`` (the default where ``"c"`` is not built): ``cuptiSubscribe`` / ``cuptiEnableCallback``
-  of libcupti called through ctypes with a ``CFUNCTYPE`` callback. Measured on the GPU machine, cupti-python's own
+  of libcupti called through ctypes with a ``CFUNCTYPE`` callback. cupti-python's own
   ``subscribe`` builds Python wrapper objects for every callback (``CallbackData`` /
   ``ResourceData``), which made graph capture several times slower; the ctypes callback passes
   four integers. libcupti is loaded the way cupti-python and torch load it (:func:`load_libcupti`:
   the nvidia-cuda-cupti wheel's file, else cuda.pathfinder), so ``cgtool record`` can subscribe
-  before the program starts without importing cupti-python (0.4 s of numpy and Cython modules
-  before torch, 0.17–0.34 s after it: ``benchmarks/probe_record_fixed_costs.py``), and the process
+  before the program starts without importing cupti-python (numpy and Cython modules:
+  docs/performance.md#hand-written-code), and the process
   still maps one libcupti (``benchmarks/probe_libcupti.py`` prints the mapped paths).
 * ``"c"``: the same, with the compiled callback of ``_nodecb.c`` (built at install where a C compiler
   and Python >= 3.11 are there): it stores node-creation callbacks itself and hands every other
-  callback to the handler. A Python callback costs the capture of a graph 9 % before doing
-  anything and 23 % for reading one frame; the C one 0 % (``benchmarks/probe_record_capture.py``).
+  callback to the handler. A Python callback slows the capture of a graph before doing anything,
+  and more for reading one frame; the C one does not (docs/performance.md#hand-written-code).
 * ``"cupti-python"``: ``cupti.subscribe`` (its wrappers expose ``.ptr``, the same struct pointer).
 
 Callback domains and ids are the constants below, from CUPTI's headers; the struct layouts

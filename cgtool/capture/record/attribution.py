@@ -13,7 +13,7 @@ Frames are sorted into three kinds:
   not frozen modules, not cgtool);
 * **generated**: code torch wrote at run time (Inductor's output code in ``torchinductor_*``
   cache folders, FX's ``<eval_with_key>`` modules); for Inductor code the ``# Source Nodes``
-  comment above the launching line names the fused torch ops;
+  comment above the launching line names the torch ops a kernel fuses;
 * **library**: everything else (torch, the standard library, other packages).
 
 This module imports nothing from torch: it is used inside callbacks and by tests on any machine.

@@ -44,7 +44,8 @@ class RecordSetupError(CaptureError):
 
 
 def cupti_installed() -> bool:
-    """cupti-python can be imported (looked up, not imported: that costs 0.4 s before torch)."""
+    """cupti-python can be imported (looked up, not imported: the import is slow, see
+    docs/performance.md#hand-written-code)."""
     if "cupti" in sys.modules:
         return True
     try:

@@ -11,9 +11,10 @@ The writer makes **no CUDA call**: one there could wait on a driver lock that th
 thread holds while that thread waits for the writer's GIL, and a call from another thread can
 invalidate a capture running in "global" mode. It waits for quiet: no capture in progress and none
 ended in the last ``writer_quiet_s`` (longer than the ``gc.collect()`` that ``torch.cuda.graph``
-runs before each capture), at most 2 s after the graph came, and again between its steps when a
-capture has begun meanwhile. While idle it refreshes the index every ``index_refresh_s`` when the
-replay counts changed, so that a process killed later (SIGKILL) leaves its replays up to then.
+runs before each capture), at most ``_MAX_DEFER_S`` after the graph came, and again between its
+steps when a capture has begun meanwhile. While idle it refreshes the index every
+``index_refresh_s`` when the replay counts changed, so that a process killed later (SIGKILL) leaves
+its replays up to then.
 """
 
 from __future__ import annotations
@@ -118,11 +119,10 @@ class Writer:
         progress and none has ended for ``quiet_s`` — or ``_MAX_DEFER_S`` after the graph came,
         so that a program capturing without pause still gets its files — and waits again between
         its steps when a capture has begun meanwhile. The quiet time is longer than the full
-        collection ``torch.cuda.graph`` runs before each capture (``gc.collect()``, tens of ms in a
-        torch process): with 50 ms, the writer sometimes started during it, and the second graph
-        of a fresh recorded process took ~1.4 ms longer (``benchmarks/bench_record.py``, per
-        graph). A flush, the end of the run and every exit path the guards catch (``exits.py``)
-        end the wait at once.
+        collection ``torch.cuda.graph`` runs before each capture (``gc.collect()``, long in a
+        torch process): a quiet time shorter than it let the writer start during it, and slowed the
+        second graph of a fresh recorded process (docs/performance.md#hand-written-code). A flush,
+        the end of the run and every exit path the guards catch (``exits.py``) end the wait at once.
         """
         quiet, most = self.quiet_s, queued_at + _MAX_DEFER_S
         tracker = self.tracker
