@@ -43,9 +43,8 @@ LAUNCH_REASON = ("the graph's launch was still submitting its work when they sta
                  "had not returned): a wait for the launch to reach them and a wait behind a shared hardware "
                  "channel look the same in the timing")
 #: How long after its launch's host call returned a graph's last submitted work may start and still
-#: count as submitted late: on the H100 recordings in tests/data the last branch of a launch-bound
-#: fork/join (forkjoin_tiny, forkjoin_small; every replay, every setting) started at most 2.9 µs after
-#: cudaGraphLaunch returned.
+#: count as submitted late: above the latest start of a launch-bound fork/join's last branch on the
+#: H100 recordings in tests/data (docs/deps.md, "Traces without channels").
 SUBMIT_LATENCY_US = 5.0
 UNKNOWN_COVER_REASON = ("the export records no launch grid or SM count, so whether the GPU had room cannot be "
                         "told: late starts are counted as waits behind unrelated work")
