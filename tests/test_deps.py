@@ -282,11 +282,12 @@ def test_a_profiler_trace_with_channels_and_node_ids_is_read_with_them(data_dir,
 _PROFILER_TRACES = sorted(p for p in (Path(__file__).parent / "data").glob("*_kineto*") if (p / "trace.json.gz").is_file() and (p / "graph.json").is_file())
 
 
-@pytest.mark.parametrize("folder", _PROFILER_TRACES, ids=lambda p: p.name)
+@pytest.mark.parametrize("folder", [pytest.param(p, marks=pytest.mark.slow) if "forkjoin_tiny" in p.name else p
+                                    for p in _PROFILER_TRACES], ids=lambda p: p.name)
 def test_no_saving_is_claimed_for_what_a_profiler_trace_cannot_show(folder, run_cli):
     """On a torch.profiler trace (no channels) the estimated saving is computed only from what the
     trace shows -- inferred waits, or independent work serialized on one stream -- and is unknown
-    (null, said in words) otherwise: never a "0.0 µs without the fake serializations"."""
+    (null, said in words) otherwise, late starts it cannot tell included: never 0.0 µs."""
     trace = load_trace(folder / "trace.json.gz")
     if trace.has_channels:
         pytest.skip("this profiler trace carries channels")
@@ -294,7 +295,7 @@ def test_no_saving_is_claimed_for_what_a_profiler_trace_cannot_show(folder, run_
     assert code == 0, err
     s = json.loads(out)["summary"]
     assert s["fake"] is None
-    shown = s["waits"] or s["cannot_tell"] or s["fake_on_one_stream"]
+    shown = s["waits"] or s["fake_on_one_stream"]  # late starts it cannot tell are no basis: they may be fake
     if not shown:
         assert s["saving_us"] is None and s["saving_basis"] is None
     else:

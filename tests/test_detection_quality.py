@@ -16,6 +16,10 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
+#: Every recording analysed twice (with and without its channels): the README's test command runs
+#: it; CI's runs on the other Pythons leave it out (`-m "not slow"`).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 DOC = ROOT / "docs" / "deps.md"

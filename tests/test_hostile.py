@@ -205,6 +205,7 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+@pytest.mark.slow
 def test_deep_nesting_is_refused(big, run_cli):
     for name in ("deep_array.json", "deep_object.json", "deep_in_meta.json"):
         rc, out, err = run_cli("topo", big / name)
@@ -215,6 +216,7 @@ def test_deep_nesting_is_refused(big, run_cli):
         check_contract(rc, out, err, "refuse")
 
 
+@pytest.mark.slow
 def test_gzip_bombs_stop_at_the_default_cap(big, tmp_path):
     for name, cmd in (("bomb_zeros.json.gz", "deps"), ("bomb_spaces.json.gz", "topo"), ("bomb_trace.json.gz", "deps"),
                       ("bomb_single.json.gz", "deps")):
@@ -282,6 +284,7 @@ def test_devices_as_outputs_are_written_through(run_cli):
     assert rc == 0 and stat.S_ISCHR(os.stat("/dev/null").st_mode), err
 
 
+@pytest.mark.slow
 def test_every_command_under_an_address_space_limit(tmp_path, ref_graph):
     """`ulimit -v 4194304`: nothing asks for a buffer of the cap's size."""
     for args in (["topo", str(bc.GRAPH)], ["deps", str(bc.TRACE)], ["bench", "--compare", str(bc.BENCH), str(bc.BENCH)]):
@@ -289,6 +292,7 @@ def test_every_command_under_an_address_space_limit(tmp_path, ref_graph):
         assert rc == 0, (args, err)
 
 
+@pytest.mark.slow
 def test_the_special_cases_keep_the_contract(tmp_path):
     """The script's own special cases (outputs that must not be written or created, Ctrl-C and
     SIGTERM on FIFOs without a writer or a reader), run by the script: 0 in every column."""

@@ -105,6 +105,9 @@ def inputs() -> list[Path]:
 
 
 INPUTS = inputs()
+#: The launch-bound tiny fork/join's traces take the inferred match to its time limit (seconds a
+#: command): they run with the README's test command, not in CI's runs on the other Pythons.
+PARAMS = [pytest.param(p, marks=pytest.mark.slow) if "forkjoin_tiny" in str(p) else p for p in INPUTS]
 
 
 @pytest.mark.parametrize("path", INPUTS, ids=[str(p.relative_to(DATA)) for p in INPUTS])
@@ -217,7 +220,7 @@ def _shared(cmd: str, tmp: Path, path: Path) -> list[tuple[str, int, dict[str, A
     return out
 
 
-@pytest.mark.parametrize("path", INPUTS, ids=[str(p.relative_to(DATA)) for p in INPUTS])
+@pytest.mark.parametrize("path", PARAMS, ids=[str(p.relative_to(DATA)) for p in INPUTS])
 def test_every_command_on_every_input(path, run_cli, tmp_path, monkeypatch):
     kind = expected_kind(path)
     holds = _holds(path)

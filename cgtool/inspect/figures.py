@@ -110,10 +110,11 @@ def figures(res: DepsResult, graph_id: int | None = None) -> Figures:
         share = saving / mean_span if mean_span else None
         gpu_filled = bool(filled[done].mean() >= 0.5)
     per = (lambda v: v / n) if n else (lambda v: 0.0)
-    has_waits = stream and (bool(waits) or bool(t["cannot_tell"][sel].sum()))
+    has_waits = stream and bool(int(t["waited"][sel].sum()))
     # Without channels, a saving is estimated only from what the trace shows: the inferred waits, or
     # independent work serialized on one stream. With neither, the saving is unknown, not 0: the
-    # serializations across hardware channels are not in the trace.
+    # serializations across hardware channels are not in the trace, and late starts the timing
+    # cannot tell apart ("cannot tell") may be fake ones.
     basis = ("fake serializations" if visible else "inferred waits" if has_waits
              else "serializations on one stream" if fake else None)
     if basis is None:

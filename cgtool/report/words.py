@@ -57,8 +57,10 @@ def cannot_tell(f: Figures) -> str:
 def saving(f: Figures) -> str:
     if f.saving_us is None:
         if f.lane is Lane.STREAM:
+            told = (f"; {plural(f.cannot_tell, 'late start')} the timing cannot tell apart from them"
+                    if f.cannot_tell else "")
             return ("unknown: fake serializations are not visible without hardware channels, and no wait "
-                    "was inferred from timing")
+                    f"was inferred from timing{told}")
         return "not estimated"
     share = "" if f.saving_share is None else f" ({100 * f.saving_share:.1f}% of the mean span"
     share += (", the GPU was full" if f.gpu_filled else "") + ")" if share else ""
