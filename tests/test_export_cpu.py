@@ -1,5 +1,6 @@
 """The pieces of the graph export that need no GPU: edge grouping and the kernel-parameter layout.
-(The export as a whole is checked on the GPU machine against the export before issue 18.)"""
+(The export as a whole is checked on the GPU machine against the pure-Python reference export,
+benchmarks/export_reference.py.)"""
 
 import ctypes
 import random

@@ -314,7 +314,7 @@ def test_export_fast_path_equals_bindings_path(torch):
 
 
 def _reference_export():
-    """benchmarks/export_reference.py: the export as it was before issue 18, kept as an oracle."""
+    """benchmarks/export_reference.py: the pure-Python export (commit 6243867), kept as an oracle."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("export_reference", ROOT / "benchmarks" / "export_reference.py")
