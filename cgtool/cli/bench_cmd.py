@@ -110,7 +110,7 @@ def bench(
 def _finish(res: BenchResults, js: list[Judgement] | None, json_out: Optional[Path], force: bool,
             results_json: bool = False, saved: Optional[Path] = None) -> None:
     from cgtool.artifacts.jsonio import write_json
-    from cgtool.report.tables import bench_summary_md, bench_table, show
+    from cgtool.report.tables import bench_summary_md, bench_table, bench_verdicts, show
 
     if json_out is not None:
         doc = res.to_json() if results_json else {"kind": "bench-compare", "schema_version": 1,
@@ -120,6 +120,8 @@ def _finish(res: BenchResults, js: list[Judgement] | None, json_out: Optional[Pa
         write_json(json_out, doc, force=force)
         wrote(json_out)
     show(console_for(json_out, saved), bench_table(res, js))
+    if js:
+        bench_verdicts(console_for(json_out, saved), res, js)
     for w in res.failed:
         err.print(f"{w.key} failed: {w.error}", markup=False, highlight=False)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")

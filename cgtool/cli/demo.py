@@ -46,7 +46,7 @@ def _recording_demo() -> None:
     from cgtool.inspect.benchstats import compare_results
     from cgtool.inspect.deps import analyze, graphs_from_trace
     from cgtool.inspect.topo import analyze as topo
-    from cgtool.report.tables import bench_table, deps_report, show, topo_table
+    from cgtool.report.tables import bench_table, bench_verdicts, deps_report, show, topo_table
 
     out.print(Text.from_markup(
         "[bold yellow]No CUDA GPU on this machine:[/] analysing real recordings made with cgtool on an "
@@ -64,7 +64,9 @@ def _recording_demo() -> None:
     deps_report(out, analyze(t, [g]), top=5)
     _section("4. replay timing of the six sample workloads, judged against itself (cgtool bench --compare)")
     res = BenchResults.load(_data("bench_h200.json.gz"))
-    show(out, bench_table(res, compare_results(res, res)))
+    judged = compare_results(res, res)
+    show(out, bench_table(res, judged))
+    bench_verdicts(out, res, judged)
     out.print("\nNext: `cgtool deps TRACE`, `cgtool topo GRAPH`, `cgtool dot GRAPH -o g.dot`; "
               "on a GPU machine `cgtool capture script.py` (see README).", highlight=False)
 

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cgtool.artifacts.bench import BenchResults
-from cgtool.inspect.benchstats import Judgement
+from cgtool.inspect.benchstats import Judgement, Verdict
 from cgtool.inspect.documents import tracer_note
 from cgtool.inspect.figures import Figures
 from cgtool.inspect.results import DepKind, DepsResult, Lane, MatchKind
@@ -98,6 +98,11 @@ def show(con: Console, tab: Table, *, cut: Sequence[str] = (), optional: Sequenc
         first = tab.columns[0]  # let the names wrap rather than lose the table
         first.no_wrap, first.min_width = False, None
     if fits():
+        if tab.title is not None and tab.title_justify == "left":
+            # A title over the table's whole width (a long path) wraps as a line of the terminal's
+            # width, not folded into the table's width
+            con.print(Text(str(tab.title), style="table.title"))
+            tab.title = None
         con.print(tab)
         return
     if tab.title:
@@ -300,9 +305,7 @@ def bench_table(res: BenchResults, judgements: list[Judgement] | None) -> Table:
     if judgements:
         tab.add_column("vs baseline")
     for w in res.workloads:
-        spec = w.workload
-        label = Path(spec).name if spec.endswith(".py") or ".py:" in spec else spec
-        label += f" [rank {w.rank}]" if w.rank is not None else ""
+        label = bench_label(w)
         if w.failed:
             row = [label] + ["-"] * 8 + ["FAILED (below)"]
         else:
@@ -322,7 +325,7 @@ def bench_table(res: BenchResults, judgements: list[Judgement] | None) -> Table:
             elif len(rm) > 1 and (max(rm) - min(rm)) / min(rm) > 0.01:
                 notes.append(f"runs differ by {100 * (max(rm) - min(rm)) / min(rm):.1f}%")
             if e and s.median > e:
-                notes.append("replay slower than eager")
+                notes.append("slower than eager")
             if w.sampling == "per-replay":
                 notes.append("per-replay events")
             row = [label, f"{s.median:.2f}", f"{s.iqr:.2f}", f"{s.min:.2f}", f"{s.p90:.2f}", f"{s.p99:.2f}",
@@ -330,9 +333,35 @@ def bench_table(res: BenchResults, judgements: list[Judgement] | None) -> Table:
                    f"{e / s.median:.2f}x" if e and s.median else "-", ", ".join(notes)]
         if judgements:
             j = jd.get(w.key)
-            row.append(f"{j.verdict.value}: {j.reason}" if j else "-")
+            # the change of the median, and the verdict unless it is "unchanged" (the lines under
+            # the table give every verdict's reason): short, so that the table fits 80 columns
+            row.append("-" if j is None else j.verdict.value if j.ratio is None
+                       else f"{100 * (j.ratio - 1):+.1f}%" + ("" if j.verdict is Verdict.UNCHANGED
+                                                              else f" {j.verdict.value}"))
         tab.add_row(*(Text(c) for c in row))
     return tab
+
+
+def bench_label(w: Any) -> str:
+    """A workload's name in the bench table: the script's file name (and rank)."""
+    spec = w.workload
+    label = Path(spec).name if spec.endswith(".py") or ".py:" in spec else spec
+    return label + (f" [rank {w.rank}]" if w.rank is not None else "")
+
+
+def bench_verdicts(con: Console, res: BenchResults, judgements: Sequence[Judgement]) -> None:
+    """Under the bench table, each workload's verdict and its reason (the table's "vs baseline"
+    cell holds the change of the median): the workloads inside the threshold on one line, every
+    other verdict on its own line."""
+    labels = {w.key: bench_label(w) for w in res.workloads}
+    plain = [j for j in judgements if j.verdict is Verdict.UNCHANGED and "(within " in j.reason]
+    if plain:
+        limit = plain[0].reason[plain[0].reason.index("(within ") + 1:-1]
+        con.print(f"unchanged (median {limit} of the baseline's): "
+                  f"{', '.join(labels.get(j.name, j.name) for j in plain)}", highlight=False, markup=False)
+    for j in judgements:
+        if j not in plain:
+            con.print(f"{labels.get(j.name, j.name)} {j.verdict.value}: {j.reason}", highlight=False, markup=False)
 
 
 def bench_summary_md(res: BenchResults, judgements: list[Judgement] | None) -> str:

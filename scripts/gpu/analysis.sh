@@ -39,10 +39,13 @@ run nvidia-smi -L
 step "build the compiled extensions (the trace reader's scan)"
 run python3 setup.py build_ext --inplace -q
 
+# ANALYSIS_SMALL=1: only forkjoin_small and moe_small (2 connections, and their repeats).
+if [ "${ANALYSIS_SMALL:-0}" != 1 ]; then
 step "record: many small kernels on 8 streams at 1, 2 and the default number of connections"
 RECORD_WORKLOADS=forkjoin_tiny RECORD_SETTINGS=1,2,def RECORD_BUDGET_S=110 run python3 scripts/record_kineto.py "$DATA"
+fi
 
-# ANALYSIS_QUICK=1 (a short device call): the tiny fork/join's repeats alone, nothing else.
+# ANALYSIS_QUICK=1 (a short device call): the tiny fork/join, its repeats, nothing else.
 if [ "${ANALYSIS_QUICK:-0}" != 1 ]; then
 step "record: forkjoin_small and moe_small at 2 connections"
 RECORD_WORKLOADS=forkjoin_small,moe_small RECORD_SETTINGS=2 RECORD_BUDGET_S=80 run python3 scripts/record_kineto.py "$DATA"
@@ -51,6 +54,7 @@ fi
 step "record: two more default-setting runs of the small workloads (run-to-run spread)"
 REPEAT_WORKLOADS=forkjoin_small,moe_small,forkjoin_tiny; REPEAT_BUDGET=100
 [ "${ANALYSIS_QUICK:-0}" = 1 ] && REPEAT_WORKLOADS=forkjoin_tiny && REPEAT_BUDGET=40
+[ "${ANALYSIS_SMALL:-0}" = 1 ] && REPEAT_WORKLOADS=forkjoin_small,moe_small && REPEAT_BUDGET=80
 RECORD_WORKLOADS=$REPEAT_WORKLOADS RECORD_SETTINGS=none RECORD_REPEATS=2 RECORD_BUDGET_S=$REPEAT_BUDGET \
     run python3 scripts/record_kineto.py "$DATA"
 
