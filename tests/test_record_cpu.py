@@ -37,6 +37,25 @@ def test_classify() -> None:
     assert attribution.classify("<eval_with_key>.3") == "generated"
 
 
+def test_the_script_cgtool_runs_is_the_users_wherever_it_lies(tmp_path: Path, monkeypatch) -> None:
+    """The sample `cgtool demo` runs ships inside cgtool (in site-packages after a wheel install):
+    its lines are still the user's, not "?"."""
+    from cgtool.capture import entrypoint
+
+    monkeypatch.setattr(attribution, "_USER_FILES", set())
+    pkg = tmp_path / "lib" / "site-packages" / "pkg"
+    pkg.mkdir(parents=True)
+    f = pkg / "work.py"
+    f.write_text("import sys\nFRAME = sys._getframe()\n")
+    attribution.classify.cache_clear()
+    assert attribution.classify(str(f)) == "library"
+    mod = entrypoint.load_module(entrypoint.parse_target(str(f)))
+    assert attribution.classify(str(f)) == "user"
+    site = attribution.resolve([(mod.FRAME.f_code, mod.FRAME.f_lasti)])
+    assert (site.file, site.line) == (str(f), 2)
+    attribution.classify.cache_clear()
+
+
 def test_inductor_ops_reads_the_source_nodes_comment(tmp_path: Path) -> None:
     f = tmp_path / "torchinductor_x" / "k.py"
     f.parent.mkdir()

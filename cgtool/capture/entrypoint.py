@@ -118,6 +118,9 @@ def load_module(target: Target, args: list[str] | None = None) -> ModuleType:
     with _script_argv(target, args or []):
         try:
             if target.path is not None:
+                from cgtool.capture.record.attribution import mark_user_file
+
+                mark_user_file(target.path)  # its lines are the user's, also where it ships inside cgtool
                 spec = importlib.util.spec_from_file_location(MODULE_NAME, target.path)
                 assert spec is not None and spec.loader is not None
                 mod = importlib.util.module_from_spec(spec)

@@ -232,6 +232,16 @@ def _library_prefixes() -> tuple[str, ...]:
 
 _PREFIXES: tuple[str, ...] | None = None
 
+#: Files that are the user's wherever they lie: the script `cgtool capture`, `trace` and `bench` run
+#: (the fork/join sample that ships inside cgtool, a script in site-packages). ``mark_user_file``.
+_USER_FILES: set[str] = set()
+
+
+def mark_user_file(path: str | os.PathLike[str]) -> None:
+    """Name ``path``'s frames as the user's (``classify``), though it lies inside cgtool or a library."""
+    _USER_FILES.add(os.path.abspath(path))
+    classify.cache_clear()
+
 
 @functools.lru_cache(maxsize=4096)
 def classify(filename: str) -> str:
@@ -242,6 +252,8 @@ def classify(filename: str) -> str:
     if "torchinductor_" in filename or os.sep + "torchinductor" in filename:
         return "generated"
     path = os.path.abspath(filename)
+    if path in _USER_FILES:
+        return "user"
     if path.startswith(_CGTOOL_DIR + os.sep):
         return "library"
     if "site-packages" in path or "dist-packages" in path:
