@@ -36,28 +36,38 @@ def _gz(p: Path):
     return json.loads(gzip.decompress(p.read_bytes()))
 
 
-def doc_table() -> dict[str, list[str]]:
-    """The rows of the table under '## How sure' in docs/deps.md, by trace."""
-    text = DOC.read_text()
-    part = text[text.index("## How sure"):]
+def _how_sure_rows(marker: str) -> dict[str, list[str]]:
+    """The table rows holding ``marker`` in docs/deps.md's '## How sure' section, by first cell."""
+    part = DOC.read_text().split("## How sure", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in part.splitlines():
-        if line.startswith("| ") and "trace.json.gz" in line:
+        if line.startswith("| ") and marker in line:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             rows[cells[0]] = cells
     return rows
 
 
-def truth_from_records(case: Path, trace_doc: dict) -> dict[tuple[int, int], float]:
-    """(correlation, tools id) of B -> µs waited, for every fake serialization on a hardware channel
-    that waited at least 1 µs: brute force over the raw records, networkx for paths and readiness."""
-    recs = [r for r in _gz(case / "records.json.gz") if r["kind"] != "launch" and r.get("graph_id")]
+def doc_table() -> dict[str, list[str]]:
+    """The rows of the table under '## How sure' in docs/deps.md, by trace."""
+    return _how_sure_rows("trace.json.gz")
+
+
+def graph_of(trace_doc: dict) -> nx.DiGraph:
+    """The embedded graphs of a cgtool trace as one networkx graph of tools ids (``gpu``: a GPU node)."""
     G = nx.DiGraph()
     for g in trace_doc["cgtool"]["graphs"]:
         for n in g["nodes"]:
             G.add_node(n["tools_id"], gpu=n["node_type"] in ("kernel", "memcpy", "memset"))
             for d in n["dependents"]:
                 G.add_edge(n["tools_id"], g["nodes"][d]["tools_id"])
+    return G
+
+
+def truth_from_records(case: Path, trace_doc: dict) -> dict[tuple[int, int], float]:
+    """(correlation, tools id) of B -> µs waited, for every fake serialization on a hardware channel
+    that waited at least 1 µs: brute force over the raw records, networkx for paths and readiness."""
+    recs = [r for r in _gz(case / "records.json.gz") if r["kind"] != "launch" and r.get("graph_id")]
+    G = graph_of(trace_doc)
     order = list(nx.topological_sort(G))
     by_replay = defaultdict(list)
     for r in recs:
@@ -176,12 +186,7 @@ def late_starts_from_records(case: Path, trace_doc: dict) -> tuple[dict, dict]:
     recs = _gz(case / "records.json.gz")
     launch_end = {r["correlation"]: r["end"] for r in recs if r["kind"] == "launch"}
     recs = [r for r in recs if r["kind"] != "launch" and r.get("graph_id")]
-    G = nx.DiGraph()
-    for g in trace_doc["cgtool"]["graphs"]:
-        for n in g["nodes"]:
-            G.add_node(n["tools_id"])
-            for d in n["dependents"]:
-                G.add_edge(n["tools_id"], g["nodes"][d]["tools_id"])
+    G = graph_of(trace_doc)
     order = list(nx.topological_sort(G))
     by_replay = defaultdict(list)
     for r in recs:
@@ -275,13 +280,7 @@ def test_a_launch_of_unknown_duration_is_not_judged(tmp_path):
 
 def doc_spread_table() -> dict[str, list[str]]:
     """The rows of the run-to-run table under '## How sure' in docs/deps.md, by recording."""
-    part = DOC.read_text().split("## How sure", 1)[1].split("\n## ", 1)[0]
-    rows = {}
-    for line in part.splitlines():
-        if line.startswith("| ") and "_kineto_mcdef |" in line:
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            rows[cells[0]] = cells
-    return rows
+    return _how_sure_rows("_kineto_mcdef |")
 
 
 def _range(vals: list[float]) -> str:
