@@ -87,3 +87,49 @@ def run_cli_subprocess(tmp_path):
         return r.returncode, r.stdout, r.stderr
 
     return run
+
+
+# ------------------------------------------------ `cgtool record` on the stand-in CUPTI (no GPU)
+@pytest.fixture
+def fake(monkeypatch):
+    """The stand-in CUPTI (tests/fake_cupti_abi.py) as cupti-python in this process, with stand-ins
+    for the graph reads and export; the recorder subscribes through cupti-python."""
+    import types
+
+    from fake_cupti_abi import FakeCupti, install
+
+    f = FakeCupti()
+    pkg = types.ModuleType("cupti")
+    pkg.cupti = f  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cupti", pkg)
+    monkeypatch.setenv("CGTOOL_RECORD_SUBSCRIBER", "cupti-python")
+    install(f, monkeypatch.setattr)
+    return f
+
+
+@pytest.fixture
+def record_fake(tmp_path):
+    """``record_fake(PROGRAM, ...)``: `cgtool record -o TMP/rec -- PROGRAM` in a subprocess, every
+    recorded process on the stand-in CUPTI: (the finished process, TMP/rec). The program's processes
+    leave their results with ``from cupti import result; result(...)``, read back by
+    ``record_fake.results()`` (one file per call: processes never share a pipe for results)."""
+    from fake_cupti_abi import RECORD_DRIVER, RESULTS_ENV, fake_site, read_results
+
+    results = tmp_path / "results"
+    results.mkdir()
+
+    def run(program, *, slow_writer_s=0.0, extra=(), timeout=180, pythonpath=()):
+        site = fake_site(str(tmp_path / "site"), slow_writer_s)
+        out = tmp_path / "rec"
+        root = str(Path(__file__).resolve().parents[1])
+        path = os.pathsep.join([site, *map(str, pythonpath), root]
+                               + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+        env = dict(os.environ, PYTHONPATH=path, CGTOOL_RECORD_SUBSCRIBER="cupti-python", COLUMNS="200",
+                   **{RESULTS_ENV: str(results)})
+        p = subprocess.run([sys.executable, "-c", RECORD_DRIVER, "record", "-o", str(out), *extra, "--",
+                            *map(str, program)], env=env, capture_output=True, text=True, timeout=timeout,
+                           cwd=tmp_path)
+        return p, out
+
+    run.results = lambda: read_results(str(results))  # type: ignore[attr-defined]
+    return run

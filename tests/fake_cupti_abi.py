@@ -237,7 +237,7 @@ sys.path.insert(0, {tests!r})
 import fake_cupti_abi as _f
 cupti = _f.FakeCupti()
 _f.install(cupti, setattr)
-capture, replay = _f.capture, _f.replay
+capture, replay, result = _f.capture, _f.replay, _f.result
 import os as _os
 if _os.environ.get("FAKE_CUPTI_HELD"):  # another profiler holds CUPTI before the program starts
     cupti.subscribe(lambda *a: None, None)
@@ -249,6 +249,33 @@ if {slow!r}:  # a writer slowed down, so that a graph is still queued when the p
         return _orig(self, job)
     _w.Writer._write_graph = _slow
 """
+
+
+#: The environment variable naming the folder where a recorded program's processes leave their results.
+RESULTS_ENV = "CGTOOL_TEST_RESULTS"
+
+
+def result(**kw: Any) -> None:
+    """What a process of a recorded program did, for the test: one file of its own per call, made
+    with ``mkstemp`` in the folder ``$CGTOOL_TEST_RESULTS`` names (the processes of a program share
+    its stdout, where two lines can interleave; a file of one's own cannot). The name starts with
+    the system's monotonic clock, so the files sort in the order they were written."""
+    import json
+    import tempfile
+    import time
+
+    fd, _ = tempfile.mkstemp(prefix=f"{time.monotonic_ns():020d}-", suffix=".json", dir=os.environ[RESULTS_ENV])
+    try:
+        os.write(fd, json.dumps({"pid": os.getpid(), **kw}).encode())
+    finally:
+        os.close(fd)
+
+
+def read_results(folder: str) -> list[dict[str, Any]]:
+    """Every :func:`result` left in ``folder``, in the order they were written."""
+    import json
+
+    return [json.loads(open(os.path.join(folder, n)).read()) for n in sorted(os.listdir(folder))]
 
 
 def fake_site(folder: str, slow_writer_s: float = 0.0) -> str:

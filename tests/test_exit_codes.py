@@ -197,9 +197,11 @@ here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 args = sys.argv[1:]
 n = int(next(a for a in args if a.startswith("--nproc-per-node=")).split("=")[1])
 cmd = args[next(i for i, a in enumerate(args) if a == "-m"):]
-with open(os.environ["FAKE_TORCHRUN_LOG"], "w") as f:
+log = os.environ["FAKE_TORCHRUN_LOG"]
+with open(log + ".part", "w") as f:  # renamed when complete: the test polls for the log
     json.dump({"argv": args, "pid": os.getpid(), "status_dir": os.environ.get("CGTOOL_RANK_STATUS_DIR"),
                "nccl_nvls": os.environ.get("NCCL_NVLS_ENABLE")}, f)
+os.replace(log + ".part", log)
 if os.environ.get("FAKE_TORCHRUN_HANG"):
     def stop(signum, frame):
         sys.exit(1)
@@ -282,7 +284,7 @@ def test_a_signal_reaches_torchrun_and_no_child_is_left(tmp_path, torchrun, sig,
     p = start("capture", "w.py", "--nproc-per-node", "2", cwd=tmp_path,
               env=_torchrun_env(torchrun, FAKE_TORCHRUN_HANG="1"), start_new_session=True)
     t0 = time.monotonic()
-    while not torchrun[1].exists() or not torchrun[1].read_text():
+    while not torchrun[1].exists():
         assert p.poll() is None and time.monotonic() - t0 < 60, p.communicate()
         time.sleep(0.05)
     time.sleep(0.3)

@@ -15,19 +15,7 @@ from typing import Any
 
 import pytest
 
-from fake_cupti_abi import FakeCupti, Res, Rt, Site, capture, install, replay
-
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCupti:
-    f = FakeCupti()
-    pkg = types.ModuleType("cupti")
-    pkg.cupti = f  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "cupti", pkg)
-    monkeypatch.setenv("CGTOOL_RECORD_SUBSCRIBER", "cupti-python")
-    install(f, monkeypatch.setattr)
-    return f
+from fake_cupti_abi import FakeCupti, Res, Rt, Site, capture, replay
 
 
 # ----------------------------------------------------------------------------------- subscription

@@ -13,7 +13,6 @@ import ctypes
 import enum
 import json
 import os
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -23,19 +22,8 @@ import pytest
 
 from cgtool.capture.record.options import RecordOptions
 
-from fake_cupti_abi import (RECORD_DRIVER, CbData as _CbData, Dom as _Dom, Drv as _Drv, FakeCupti, FakeLibcupti,
-                            Res as _Res, Rt as _Rt, Site as _Site, fake_site, install)
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCupti:
-    f = FakeCupti()
-    pkg = types.ModuleType("cupti")
-    pkg.cupti = f  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "cupti", pkg)
-    monkeypatch.setenv("CGTOOL_RECORD_SUBSCRIBER", "cupti-python")
-    install(f, monkeypatch.setattr)
-    return f
+from fake_cupti_abi import (CbData as _CbData, Dom as _Dom, Drv as _Drv, FakeCupti, FakeLibcupti, Res as _Res,
+                            Rt as _Rt, Site as _Site)
 
 
 def _capture(f: FakeCupti, graph: int, handles: list[int], exec_: int) -> list[int]:
@@ -315,27 +303,15 @@ if how == "sigterm":
 """
 
 
-def record_fake(tmp_path: Path, program: list[str], *, slow_writer_s: float = 0.0, extra: tuple[str, ...] = (),
-                timeout: float = 120) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """`cgtool record -o OUT -- PROGRAM` in a subprocess, every recorded process on the stand-in CUPTI."""
-    site = fake_site(str(tmp_path / "site"), slow_writer_s)
-    out = tmp_path / "rec"
-    root = Path(__file__).resolve().parents[1]
-    path = os.pathsep.join([site, str(root)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-    env = dict(os.environ, PYTHONPATH=path, CGTOOL_RECORD_SUBSCRIBER="cupti-python", COLUMNS="200")
-    p = subprocess.run([sys.executable, "-c", RECORD_DRIVER, "record", "-o", str(out), *extra, "--", *program],
-                       env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
-    return p, out
-
-
 @pytest.mark.parametrize("how,code,index_code", [("raise", 1, 1), ("os_exit", 7, 7), ("sigterm", 143, 143)])
-def test_a_crash_after_two_graphs_keeps_both(tmp_path: Path, how: str, code: int, index_code: int) -> None:
+def test_a_crash_after_two_graphs_keeps_both(tmp_path: Path, how: str, code: int, index_code: int,
+                                             record_fake: Any) -> None:
     """The program dies right after its second graph (an exception, os._exit, SIGTERM) while the
     writer thread still holds both: the recording has both graphs, their replays and the exit code,
     and `cgtool record` exits with the program's code."""
     prog = tmp_path / "prog.py"
     prog.write_text(_CRASHING)
-    p, out = record_fake(tmp_path, ["python", str(prog), how], slow_writer_s=0.3)
+    p, out = record_fake(["python", prog, how], slow_writer_s=0.3, timeout=120)
     assert p.returncode == code, p.stderr
     tree = json.loads((out / "index.json").read_text())
     assert tree["exit_code"] == code

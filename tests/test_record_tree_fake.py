@@ -2,17 +2,15 @@
 
 Each program below is recorded by `cgtool record` as a user runs it (tests/fake_cupti_abi.py's
 RECORD_DRIVER: only the check for a CUDA driver is left out), every process on the stand-in CUPTI.
-The programs print what each of their processes did (`RESULT {pid, graphs, replays}`), and the
-recording is checked against those lines and against the operating system's view (exit codes),
+Each process of the programs leaves what it did (`result(pid, graphs, replays)`: a file of its own,
+tests/conftest.py's ``record_fake``), and the recording is checked against those and against the operating system's view (exit codes),
 never against the recorder's own summary.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import types
 from collections import defaultdict
@@ -21,25 +19,9 @@ from typing import Any
 
 import pytest
 
-from fake_cupti_abi import RECORD_DRIVER, FakeCupti, FakeLibcupti, capture, fake_site, install, replay
+from fake_cupti_abi import FakeCupti, FakeLibcupti, capture, replay
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process trees are followed on Linux")
-
-
-def record_fake(tmp_path: Path, program: list[str], *, extra: tuple[str, ...] = (), timeout: float = 180
-                ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    site = fake_site(str(tmp_path / "site"))
-    out = tmp_path / "rec"
-    root = Path(__file__).resolve().parents[1]
-    path = os.pathsep.join([site, str(root)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-    env = dict(os.environ, PYTHONPATH=path, CGTOOL_RECORD_SUBSCRIBER="cupti-python", COLUMNS="200")
-    p = subprocess.run([sys.executable, "-c", RECORD_DRIVER, "record", "-o", str(out), *extra, "--", *program],
-                       env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
-    return p, out
-
-
-def results(stdout: str) -> list[dict[str, Any]]:
-    return [json.loads(ln[len("RESULT "):]) for ln in stdout.splitlines() if ln.startswith("RESULT ")]
 
 
 def tree_and_indexes(out: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -51,9 +33,7 @@ def tree_and_indexes(out: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any
 
 _TREE = r'''
 import json, multiprocessing as mp, os, subprocess, sys, threading, types
-
-def result(**kw):
-    print("RESULT " + json.dumps({"pid": os.getpid(), **kw}), flush=True)
+from cupti import result  # one file per call (tests/fake_cupti_abi.py)
 
 def spawn_worker():  # captures two graphs in a background thread and replays them 5 and 4 times
     from cupti import cupti as fake, capture, replay
@@ -116,18 +96,18 @@ if __name__ == "__main__":
 '''
 
 
-def test_every_process_of_the_tree_is_recorded(tmp_path: Path) -> None:
+def test_every_process_of_the_tree_is_recorded(tmp_path: Path, record_fake: Any) -> None:
     """spawn (a thread capturing), a forkserver pool, a subprocess that execs another Python
     program, a fork after CUDA was "initialised", a shell child and an isolated Python child: each
     Python process has its own recording with the graphs and replays it printed; the others are
     listed with the reason; `cgtool record` exits with the program's code."""
     prog = tmp_path / "tree.py"
     prog.write_text(_TREE)
-    p, out = record_fake(tmp_path, ["python", str(prog)])
+    p, out = record_fake(["python", prog])
     assert p.returncode == 5, p.stderr[-3000:]
     tree, idx = tree_and_indexes(out)
     assert tree["exit_code"] == 5 and tree["cgtool_record"] == 2
-    res = results(p.stdout)
+    res = record_fake.results()
     want: dict[tuple[int, int], dict[str, Any]] = defaultdict(lambda: {"graphs": 0, "replays": []})
     for r in res:
         w = want[(r["pid"], r["image"])]
@@ -171,14 +151,14 @@ _KILLED = r'''
 import json, multiprocessing as mp, os, sys, time
 
 def worker(ready):
-    from cupti import cupti as fake, capture, replay
+    from cupti import cupti as fake, capture, replay, result
     capture(fake, 100, [1, 2], 11000)
     capture(fake, 200, [3, 4, 5], 12000)
     for _ in range(3):
         replay(fake, 11000)
     for _ in range(2):
         replay(fake, 12000)
-    print("RESULT " + json.dumps({"pid": os.getpid(), "graphs": 2, "replays": [3, 2]}), flush=True)
+    result(graphs=2, replays=[3, 2])
     ready.set()
     time.sleep(120)
 
@@ -191,20 +171,21 @@ if __name__ == "__main__":
     time.sleep(2.5)  # the recorder writes within a second of quiet; a killed process keeps that
     p.kill()
     p.join()
-    print("RESULT " + json.dumps({"pid": os.getpid(), "worker_exitcode": p.exitcode}), flush=True)
+    from cupti import result
+    result(worker_exitcode=p.exitcode)
     sys.exit(7)
 '''
 
 
-def test_a_killed_worker_loses_nothing_written(tmp_path: Path) -> None:
+def test_a_killed_worker_loses_nothing_written(tmp_path: Path, record_fake: Any) -> None:
     """A worker killed with SIGKILL after its graphs and replays: both graphs and their replays are
     in the recording, its exit is the parent's view (killed by signal 9), the recording says it did
     not finish, and `cgtool record` exits with the program's own code."""
     prog = tmp_path / "killed.py"
     prog.write_text(_KILLED)
-    p, out = record_fake(tmp_path, ["python", str(prog)])
+    p, out = record_fake(["python", prog])
     assert p.returncode == 7, p.stderr[-3000:]
-    res = results(p.stdout)
+    res = record_fake.results()
     w = next(r for r in res if "graphs" in r)
     main = next(r for r in res if "worker_exitcode" in r)
     assert main["worker_exitcode"] == -9
@@ -219,20 +200,19 @@ def test_a_killed_worker_loses_nothing_written(tmp_path: Path) -> None:
     assert tree["exit_code"] == 7
 
 
-def test_a_command_that_is_not_python_is_followed_into_python(tmp_path: Path) -> None:
+def test_a_command_that_is_not_python_is_followed_into_python(tmp_path: Path, record_fake: Any) -> None:
     """A shell script that runs Python: the shell is listed (not Python), the Python it runs is
     recorded, with the shell as its parent."""
     prog = tmp_path / "g.py"
-    prog.write_text("import json, os\nfrom cupti import cupti as fake, capture, replay\n"
-                    "capture(fake, 1, [1], 5000)\nreplay(fake, 5000)\n"
-                    "print('RESULT ' + json.dumps({'pid': os.getpid()}), flush=True)\n")
+    prog.write_text("from cupti import cupti as fake, capture, replay, result\n"
+                    "capture(fake, 1, [1], 5000)\nreplay(fake, 5000)\nresult()\n")
     script = tmp_path / "run.sh"
     script.write_text(f"#!/bin/sh\n{shutil.which('sh') and sys.executable} {prog}\nexit 2\n")
     script.chmod(0o755)
-    p, out = record_fake(tmp_path, [str(script)])
+    p, out = record_fake([script])
     assert p.returncode == 2, p.stderr[-2000:]
     tree, idx = tree_and_indexes(out)
-    (res,) = results(p.stdout)
+    (res,) = record_fake.results()
     q = next(x for x in tree["processes"] if x["pid"] == res["pid"])
     assert q["followed"] and q["graphs"] == 1 and q["replays"] == 1
     shell = next(x for x in tree["processes"] if x["pid"] == tree["root_pid"])
@@ -277,7 +257,7 @@ def _fake_profiler_module(f: FakeCupti, *, kineto_keeps_cupti: bool) -> Any:
 @pytest.mark.parametrize("how", ["cupti-python", "c"])
 @pytest.mark.parametrize("keeps", [False, True])
 def test_the_programs_own_profiler_gets_cupti(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, keeps: bool,
-                                              how: str) -> None:
+                                              how: str, fake: FakeCupti) -> None:
     """The program starts a GPU profiler while recorded: the profiler gets CUPTI (the program works
     as it would unrecorded), the recording says from which line it missed what; the graph made while
     the profiler ran is not in it; after the profiler stops the recorder takes CUPTI back if it can.
@@ -287,11 +267,7 @@ def test_the_programs_own_profiler_gets_cupti(monkeypatch: pytest.MonkeyPatch, t
     from cgtool.capture.record.options import RecordOptions
     from cgtool.capture.record.recorder import Recorder
 
-    f = FakeCupti()
-    pkg = types.ModuleType("cupti")
-    pkg.cupti = f  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "cupti", pkg)
-    install(f, monkeypatch.setattr)
+    f = fake
     if how == "c":
         if _subscriber.compiled_callback() is None:
             pytest.skip("the compiled callback is not built here (Python < 3.11 or no C compiler)")
@@ -328,16 +304,12 @@ def test_the_programs_own_profiler_gets_cupti(monkeypatch: pytest.MonkeyPatch, t
     assert g0["replays"] == 3 and g0["replays_complete"] is False  # the replay under the profiler was not seen
 
 
-def test_a_cpu_only_profiler_leaves_the_recording_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_cpu_only_profiler_leaves_the_recording_on(tmp_path: Path, fake: FakeCupti) -> None:
     from cgtool.capture.record import profiler
     from cgtool.capture.record.options import RecordOptions
     from cgtool.capture.record.recorder import Recorder
 
-    f = FakeCupti()
-    pkg = types.ModuleType("cupti")
-    pkg.cupti = f  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "cupti", pkg)
-    install(f, monkeypatch.setattr)
+    f = fake
     rec = Recorder(str(tmp_path / "rec"), RecordOptions(subscriber="cupti-python"), program=["prog.py"])
     rec.start()
     mod = _fake_profiler_module(f, kineto_keeps_cupti=True)
@@ -350,41 +322,37 @@ def test_a_cpu_only_profiler_leaves_the_recording_on(monkeypatch: pytest.MonkeyP
     assert idx["suspended"] == [] and len(idx["graphs"]) == 1
 
 
-def test_the_programs_own_sitecustomize_still_runs(tmp_path: Path) -> None:
+def test_the_programs_own_sitecustomize_still_runs(tmp_path: Path, record_fake: Any) -> None:
     """The bootstrap shadows a sitecustomize on the program's path: that one still runs, once, first."""
     user_site = tmp_path / "user_site"
     user_site.mkdir()
     (user_site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RUNS'] = "
                                                 "os.environ.get('USER_SITE_RUNS', '') + ' %d' % os.getpid()\n")
     prog = tmp_path / "p.py"
-    prog.write_text("import json, os, sys\nruns = os.environ.get('USER_SITE_RUNS', '').split()\n"
-                    "print('RESULT ' + json.dumps({'ran': runs.count(str(os.getpid())), "
-                    "'recording': 'cgtool.capture.record.process' in sys.modules}))\n")
-    site = fake_site(str(tmp_path / "site"))
-    root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, str(user_site), str(root)]),
-               CGTOOL_RECORD_SUBSCRIBER="cupti-python")
-    p = subprocess.run([sys.executable, "-c", RECORD_DRIVER, "record", "-o", str(tmp_path / "rec"), "--", "python",
-                        str(prog)], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    prog.write_text("import os, sys\nruns = os.environ.get('USER_SITE_RUNS', '').split()\n"
+                    "recording = 'cgtool.capture.record.process' in sys.modules\n"
+                    "from cupti import result\nresult(ran=runs.count(str(os.getpid())), recording=recording)\n")
+    p, _ = record_fake(["python", prog], pythonpath=[user_site], timeout=120)
     assert p.returncode == 0, p.stderr
-    assert results(p.stdout) == [{"ran": 1, "recording": True}]
+    assert [{k: v for k, v in r.items() if k != "pid"} for r in record_fake.results()] == [
+        {"ran": 1, "recording": True}]
 
 
-def test_a_python_child_given_pythonpath_from_sys_path_is_recorded(tmp_path: Path) -> None:
+def test_a_python_child_given_pythonpath_from_sys_path_is_recorded(tmp_path: Path, record_fake: Any) -> None:
     """torch starts its compile workers with ``PYTHONPATH=os.pathsep.join(sys.path)``
     (``python_subprocess_env``): such a child is recorded like any other, its pid followed."""
     prog = tmp_path / "p.py"
     prog.write_text(
-        "import json, os, subprocess, sys\n"
+        "import os, subprocess, sys\n"
         "env = {**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}\n"
-        "child = 'import json, os, sys; print(\"RESULT \" + json.dumps({\"pid\": os.getpid(), "
-        "\"recording\": \"cgtool.capture.record.process\" in sys.modules}), flush=True)'\n"
+        "child = 'import sys; rec = \"cgtool.capture.record.process\" in sys.modules; "
+        "from cupti import result; result(recording=rec)'\n"
         "subprocess.run([sys.executable, '-c', child], env=env, check=True)\n"
-        "print('RESULT ' + json.dumps({'pid': os.getpid(), 'recording': 'cgtool.capture.record.process' "
-        "in sys.modules}), flush=True)\n")
-    p, out = record_fake(tmp_path, ["python", str(prog)])
+        "recording = 'cgtool.capture.record.process' in sys.modules\n"
+        "from cupti import result\nresult(recording=recording)\n")
+    p, out = record_fake(["python", prog])
     assert p.returncode == 0, p.stderr
-    res = results(p.stdout)
+    res = record_fake.results()
     assert len(res) == 2 and all(r["recording"] for r in res), res
     tree, _ = tree_and_indexes(out)
     followed = {pr["pid"] for pr in tree["processes"] if pr["followed"]}

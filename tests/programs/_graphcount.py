@@ -31,5 +31,5 @@ def install() -> None:
 def result(**extra: object) -> None:
     """One line a test reads: this process's graphs and replays (cumulative: the last line of a pid counts)."""
     line = "RESULT " + json.dumps({"pid": os.getpid(), "graphs": len(_graphs), "replays": list(_graphs), **extra})
-    sys.stdout.write(line + "\n")  # one write: the processes of a program share stdout
-    sys.stdout.flush()
+    sys.stdout.flush()  # what the program printed before comes first
+    os.write(1, (line + "\n").encode())  # one write of one line: the processes of a program share stdout
