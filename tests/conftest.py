@@ -19,6 +19,42 @@ def _has_cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
+# ------------------------------------------------------------ tests that start processes
+# Every test that starts a process carries the `subprocess` marker: .ci/run re-runs those 20 times
+# (a test that starts processes must pass 20 runs in 20). The marker is checked, not trusted: each
+# way a process starts (subprocess, multiprocessing, os.fork) is counted here, and a test that
+# starts one without the marker fails with what to add.
+_started = [0]
+
+
+def _count_starts() -> None:
+    import multiprocessing.util
+
+    def counted(fn):
+        def wrapper(*a, **kw):
+            _started[0] += 1
+            return fn(*a, **kw)
+        return wrapper
+
+    subprocess.Popen._execute_child = counted(subprocess.Popen._execute_child)  # type: ignore[method-assign]
+    multiprocessing.util.spawnv_passfds = counted(multiprocessing.util.spawnv_passfds)
+    if hasattr(os, "fork"):
+        os.fork = counted(os.fork)
+
+
+_count_starts()
+
+
+@pytest.fixture(autouse=True)
+def _marked_if_it_starts_a_process(request):
+    before = _started[0]
+    yield
+    if _started[0] != before and request.node.get_closest_marker("subprocess") is None:
+        pytest.fail(f"{request.node.nodeid} started {_started[0] - before} process(es) without the "
+                    "`subprocess` marker: add @pytest.mark.subprocess (.ci/run re-runs those 20 times)",
+                    pytrace=False)
+
+
 def pytest_collection_modifyitems(config, items):
     if _has_cuda():
         return

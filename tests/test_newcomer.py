@@ -5,7 +5,6 @@ import json
 import os
 import re
 import stat
-import subprocess
 import sys
 import threading
 from pathlib import Path

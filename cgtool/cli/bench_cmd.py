@@ -12,7 +12,7 @@ import typer
 from rich.progress import Progress
 
 from cgtool.artifacts.bench import BenchResults, BenchSpec, env_mismatch
-from cgtool.cli._common import Force, console_for, err, one_stdout, out, output_path, wrote
+from cgtool.cli._common import Force, console_for, err, one_stdout, output_path, wrote
 from cgtool.errors import CaptureError, CheckFailed, InvalidInputError, UsageError
 from cgtool.inspect.benchstats import Judgement, Verdict, compare_results, parse_percent
 
