@@ -214,6 +214,7 @@ def test_tolerance_changes_what_counts_as_after(data_dir):
     assert strict.n_true + strict.n_fake <= loose.n_true + loose.n_fake
 
 
+@pytest.mark.subprocess  # the trace reader's worker processes
 def test_two_process_decode_gives_the_same_columns(data_dir, tmp_path, monkeypatch):
     """The forked second reader (used on big plain files) must give exactly what one reader gives,
     with windows small enough that both halves take many chunks."""

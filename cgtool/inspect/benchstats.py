@@ -24,7 +24,7 @@ from enum import Enum
 from typing import Any, Sequence
 
 from cgtool.artifacts.bench import BenchResults, Stats, WorkloadResult
-from cgtool.errors import UsageError
+from cgtool.errors import InvalidInputError, UsageError
 
 DEFAULT_MAX_REGRESSION = 0.02
 DEFAULT_ALPHA = 0.002
@@ -108,7 +108,12 @@ def judge(name: str, old: Sequence[float], new: Sequence[float], *, max_regressi
     the ranges of the captures' medians (``old_captures``, ``new_captures``; a side with fewer than
     two keeps its interquartile range)."""
     so, sn = Stats.of(old), Stats.of(new)
-    ratio = sn.median / so.median if so.median > 0 else float("inf")
+    if not len(old) or not len(new) or not so.median > 0:  # the gate's figures are relative to the old median
+        what = ("no old samples" if not len(old) else "no new samples" if not len(new)
+                else f"against an old median of {so.median:g} µs")
+        raise InvalidInputError(f"{name}: cannot judge {what}; bench times are positive numbers of µs. "
+                                "Record the baseline again (`cgtool bench --json`).")
+    ratio = sn.median / so.median
     p_slow = mann_whitney_greater(new, old)
     p_fast = mann_whitney_greater(old, new)
     (olo, ohi), (nlo, nhi) = _interval(old, old_captures, by_capture), _interval(new, new_captures, by_capture)
