@@ -66,6 +66,7 @@ def run(repo: Path, args: list[str], cwd: Path, *, as_limit: int | None = None,
     env.pop("GITHUB_STEP_SUMMARY", None)
 
     def limit() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # as in a terminal (a background run ignores it)
         if as_limit:
             resource.setrlimit(resource.RLIMIT_AS, (as_limit, as_limit))
 

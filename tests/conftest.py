@@ -23,7 +23,8 @@ def _has_cuda() -> bool:
 # Every test that starts a process carries the `subprocess` marker: .ci/run re-runs those 20 times
 # (a test that starts processes must pass 20 runs in 20). The marker is checked, not trusted: each
 # way a process starts (subprocess, multiprocessing, os.fork) is counted here, and a test that
-# starts one without the marker fails with what to add.
+# starts one without the marker fails with what to add. Not checked: the `gpu` tests (run on the
+# GPU machine, not by .ci/run) and the `browser` tests (one Chromium per page, its answer a file).
 _started = [0]
 
 
@@ -49,10 +50,33 @@ _count_starts()
 def _marked_if_it_starts_a_process(request):
     before = _started[0]
     yield
-    if _started[0] != before and request.node.get_closest_marker("subprocess") is None:
+    marked = any(request.node.get_closest_marker(m) is not None for m in ("subprocess", "gpu", "browser"))
+    if _started[0] != before and not marked:
         pytest.fail(f"{request.node.nodeid} started {_started[0] - before} process(es) without the "
                     "`subprocess` marker: add @pytest.mark.subprocess (.ci/run re-runs those 20 times)",
                     pytrace=False)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject.toml): one worker per core, but none beside the GPU tests on a machine
+    with a GPU (they time it) and none for a run of the GPU tests alone."""
+    if "gpu" in (config.option.markexpr or "").replace("not gpu", "") or _has_cuda():
+        return 0
+    return None  # xdist's own count: the cores
+
+
+def pytest_addoption(parser):
+    # `--repeat N` runs each selected test N times (.ci/run: the tests that start processes, 20 times):
+    # a parametrization, so every run is reported and -x stops at the first failure.
+    parser.addoption("--repeat", type=int, default=1, metavar="N", help="run each test N times")
+
+
+def pytest_generate_tests(metafunc):
+    n = metafunc.config.getoption("repeat")
+    if n > 1:
+        metafunc.fixturenames.append("_repeat")
+        metafunc.parametrize("_repeat", range(n), ids=lambda i: f"run{i + 1}of{n}")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -275,7 +275,11 @@ def read_results(folder: str) -> list[dict[str, Any]]:
     """Every :func:`result` left in ``folder``, in the order they were written."""
     import json
 
-    return [json.loads(open(os.path.join(folder, n)).read()) for n in sorted(os.listdir(folder))]
+    out = []
+    for n in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, n)) as f:
+            out.append(json.load(f))
+    return out
 
 
 def fake_site(folder: str, slow_writer_s: float = 0.0) -> str:

@@ -309,6 +309,7 @@ def _child_module(tmp_path, body):
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
 
 
+@pytest.mark.subprocess
 def test_child_protocol_result_error_and_death(tmp_path):
     env = _child_module(tmp_path, """
         import os, sys

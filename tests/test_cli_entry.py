@@ -20,6 +20,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", probe + code], capture_output=True, text=True, env=env, cwd=ROOT)
 
 
+@pytest.mark.subprocess
 def test_record_loads_only_its_command() -> None:
     p = _run("from cgtool.cli.entry import main; main(['record', '--', 'no_such_program.py'])")
     assert p.returncode == 2, p.stderr
@@ -27,12 +28,14 @@ def test_record_loads_only_its_command() -> None:
     assert "LOADED False False" in p.stdout
 
 
+@pytest.mark.subprocess
 def test_other_commands_load_the_full_app() -> None:
     p = _run("from cgtool.cli.entry import main; main(['--version'])")
     assert p.returncode == 0 and "cgtool" in p.stdout
     assert "LOADED True True" in p.stdout
 
 
+@pytest.mark.subprocess
 def test_record_help_is_the_full_apps() -> None:
     fast = _run("from cgtool.cli.entry import main; main(['record', '--help'])")
     full = _run("from cgtool.cli.main import main; main(['record', '--help'])")
@@ -42,6 +45,7 @@ def test_record_help_is_the_full_apps() -> None:
     assert strip(fast.stdout) == strip(full.stdout) and "--trace-replays" in strip(fast.stdout)
 
 
+@pytest.mark.subprocess
 def test_usual_record_lines_start_the_program_before_typer_loads() -> None:
     stub = ("import sys, cgtool.capture.record.launcher as L; "
             "L.run = lambda opts, program: (print('TYPER', 'typer' in sys.modules, 'rich' in sys.modules, opts.out, "
@@ -152,6 +156,7 @@ def test_fast_parser_takes_the_usual_lines() -> None:
 @pytest.mark.parametrize("blocked", ["typer", "rich", "networkx", "msgspec"])
 @pytest.mark.parametrize("args", [["--version"], ["topo", "g.json"], ["record", "--", "no_such_program.py"],
                                   ["record", "--help"]])
+@pytest.mark.subprocess
 def test_a_missing_dependency_is_one_paragraph_and_exit_2(blocked: str, args: list[str]) -> None:
     """`pip install --no-deps cgtool`, or a dependency removed since: whichever import of it fails
     first (loading the app, a command, the error paragraph itself), the user reads which package is

@@ -246,6 +246,7 @@ def test_two_process_decode_gives_the_same_columns(data_dir, tmp_path, monkeypat
     assert r1.to_json()["serializations"] == r2.to_json()["serializations"]
 
 
+@pytest.mark.subprocess  # the trace reader's worker processes
 def test_two_process_decode_reports_bad_events_in_the_second_half(data_dir, tmp_path, monkeypatch):
     import os
 

@@ -122,6 +122,7 @@ def test_every_output_option_takes_a_dash(argv: list[str], kind: str, tmp_path: 
 @pytest.mark.parametrize("argv", [["deps", TRACE, "--json", "-", "--annotate", "-"],
                                   ["bench", "--compare", BENCH, BENCH, "--json", "-", "--save-baseline", "-"]],
                          ids=["deps", "bench"])
+@pytest.mark.subprocess
 def test_two_outputs_on_a_dash_are_refused(argv: list[str], tmp_path: Path) -> None:
     p = _run(["cgtool", *argv], _workdir(tmp_path))
     assert p.returncode == 2 and "standard output" in p.stderr and not p.stdout, (p.returncode, p.stderr)
@@ -159,6 +160,7 @@ def test_every_doc_command_is_accounted_for() -> None:
 
 @pytest.mark.parametrize("c", [c for c in all_commands() if c.words[0] == "cgtool" and not c.synopsis
                                and not _needs_gpu(c)], ids=lambda c: c.where)
+@pytest.mark.subprocess
 def test_doc_command_runs_and_prints_what_it_shows(c: Command, tmp_path: Path) -> None:
     p = _run(c.words, _workdir(tmp_path))
     assert p.returncode == 0, f"{c.where}: {c.text} exited {p.returncode}:\n{p.stderr}"
@@ -171,6 +173,7 @@ def test_doc_command_runs_and_prints_what_it_shows(c: Command, tmp_path: Path) -
 
 @pytest.mark.parametrize("c", [c for c in all_commands() if c.words[0] == "cgtool" and not c.synopsis
                                and _needs_gpu(c)], ids=lambda c: c.where)
+@pytest.mark.subprocess
 def test_doc_gpu_command_is_valid_up_to_the_gpu(c: Command, tmp_path: Path) -> None:
     """Without a GPU, a GPU command stops with exit 3 (no CUDA, or the capture side missing), never
     a usage error: its options are the command's. The programs a `record` example names are
@@ -203,6 +206,7 @@ def _help_options(sub: str) -> set[str]:
 
 
 @pytest.mark.parametrize("c", [c for c in all_commands() if c.synopsis], ids=lambda c: c.where)
+@pytest.mark.subprocess
 def test_doc_synopsis_names_only_real_options(c: Command) -> None:
     shown = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", c.text))
     unknown = shown - _help_options(c.words[1])
@@ -290,6 +294,7 @@ def _bench_medians() -> dict[str, tuple[float, float]]:
             for k, w in doc["workloads"].items()}
 
 
+@pytest.mark.subprocess
 def test_gpt2_figure_is_the_one_the_demo_prints(tmp_path: Path) -> None:
     gpu, eager = _bench_medians()["gpt2_decode.py"]
     quoted = f"{gpu:.2f} µs a replay against {eager:.2f} µs eagerly ({eager / gpu:.2f}x)"
@@ -460,6 +465,7 @@ def test_performance_cpu_figures_are_the_result_files() -> None:
 # ------------------------------------------------------------------------------------ no diary
 
 
+@pytest.mark.subprocess
 def test_the_issue_grep_finds_nothing() -> None:
     p = subprocess.run(["grep", "-rn", r"this round\|last round\|this session\|used to\|since issue", "cgtool", "docs",
                         "README.md"], cwd=ROOT, capture_output=True, text=True)

@@ -38,9 +38,17 @@ def cgtool(*args: object, cwd: Path, env: dict[str, str] | None = None, timeout:
     return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env or _env(), timeout=timeout)
 
 
+def sigint_default() -> None:
+    """In a child before it runs: SIGINT at its default, as in a terminal. A test run started in the
+    background by a shell ignores SIGINT, and its children would inherit that (cgtool keeps an
+    ignored signal ignored), so Ctrl-C would not stop them."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(*args: object, cwd: Path, env: dict[str, str] | None = None, **kw: object) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "cgtool", *map(str, args)], cwd=cwd, env=env or _env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)  # type: ignore[call-overload]
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default, **kw)  # type: ignore[call-overload]
 
 
 def _one_paragraph(err: str) -> None:
@@ -50,6 +58,7 @@ def _one_paragraph(err: str) -> None:
 
 # ------------------------------------------------------------------------------------ the table
 
+@pytest.mark.subprocess
 def test_a_return_is_0_and_a_failed_check_is_1(tmp_path):
     assert cgtool("topo", GRAPH, cwd=tmp_path).returncode == 0
     assert cgtool("--version", cwd=tmp_path).returncode == 0  # typer.Exit() raised by an eager option
@@ -57,6 +66,7 @@ def test_a_return_is_0_and_a_failed_check_is_1(tmp_path):
     assert p.returncode == 1, p.stderr
 
 
+@pytest.mark.subprocess
 def test_usage_errors_are_2(tmp_path):
     p = cgtool("topo", GRAPH, "--no-such-option", cwd=tmp_path)  # click's own usage error
     assert p.returncode == 2 and "No such option" in p.stderr
@@ -68,6 +78,7 @@ def test_usage_errors_are_2(tmp_path):
     _one_paragraph(p.stderr)
 
 
+@pytest.mark.subprocess
 def test_capture_failed_is_3_and_invalid_input_is_4(tmp_path):
     (tmp_path / "w.py").write_text("def setup():\n    raise RuntimeError('no')\n")
     p = cgtool("capture", "w.py", cwd=tmp_path)
@@ -79,6 +90,7 @@ def test_capture_failed_is_3_and_invalid_input_is_4(tmp_path):
     _one_paragraph(p.stderr)
 
 
+@pytest.mark.subprocess
 def test_a_bug_is_70_with_one_paragraph(tmp_path):
     code = ("import cgtool.inspect.topo as t\n"
             "def boom(*a, **k):\n    raise ZeroDivisionError('planted')\n"
@@ -90,6 +102,7 @@ def test_a_bug_is_70_with_one_paragraph(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["topo", GRAPH], ["dot", GRAPH], ["deps", TRACE, "--json", "-"]])
+@pytest.mark.subprocess
 def test_a_closed_pipe_is_141(tmp_path, args):
     """`cgtool topo g.json | true`: the reader of the output is gone when cgtool writes."""
     p = start(*args, cwd=tmp_path)
@@ -100,6 +113,7 @@ def test_a_closed_pipe_is_141(tmp_path, args):
     assert "Traceback" not in err
 
 
+@pytest.mark.subprocess
 def test_command_results_map_to_one_status():
     """The rules of the one path (``_guard.exit_status``), against Python's own ``sys.exit``."""
     from cgtool.cli._guard import exit_status
@@ -158,6 +172,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.subprocess
 def test_a_signal_mid_analysis(tmp_path, big_graph, sig, code):
     out = tmp_path / "t.json"
     p = start("topo", big_graph, "--json", out, cwd=tmp_path)
@@ -172,11 +187,12 @@ def test_a_signal_mid_analysis(tmp_path, big_graph, sig, code):
     assert not out.exists() and not list(tmp_path.glob(".t.json.*"))  # no output, no temporary file left
 
 
+@pytest.mark.subprocess
 def test_an_ignored_sigterm_stays_ignored(tmp_path, fifo):
     """A parent that set SIGTERM to be ignored (nohup-like) keeps it so: cgtool adds no handler."""
     p = subprocess.Popen([sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                           f"from cgtool.cli.entry import main; main(['deps', {str(fifo)!r}])"],
-                         cwd=tmp_path, env=_env(), stderr=subprocess.PIPE, text=True)
+                         cwd=tmp_path, env=_env(), stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     assert p.stderr is not None and "waiting for a writer" in p.stderr.readline()
     p.send_signal(signal.SIGTERM)
     time.sleep(1.0)
@@ -245,6 +261,7 @@ def _torchrun_env(torchrun: tuple[Path, Path], **extra: str) -> dict[str, str]:
     ("trace", "def setup():\n    raise RuntimeError('rank failure')\n", 3),
     ("capture", None, 2),  # every rank: no such workload (a usage error)
 ])
+@pytest.mark.subprocess
 def test_a_failed_rank_under_torchrun_gives_its_own_code(tmp_path, torchrun, script, code, command):
     target = "w.py" if script else "missing.py"
     if script:
@@ -256,6 +273,7 @@ def test_a_failed_rank_under_torchrun_gives_its_own_code(tmp_path, torchrun, scr
     assert log["nccl_nvls"] == "0" and log["status_dir"] and not Path(log["status_dir"]).exists()  # cleaned up
 
 
+@pytest.mark.subprocess
 def test_a_rank_killed_without_a_status_is_3(tmp_path, torchrun):
     (tmp_path / "w.py").write_text("def setup():\n    raise RuntimeError('x')\n")
     p = cgtool("capture", "w.py", "--nproc-per-node", "2", cwd=tmp_path,
@@ -277,6 +295,7 @@ def test_rank_status_policy():
 
 
 @pytest.mark.parametrize("sig, code, group", [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)])
+@pytest.mark.subprocess
 def test_a_signal_reaches_torchrun_and_no_child_is_left(tmp_path, torchrun, sig, code, group):
     """SIGTERM to cgtool alone is passed on to torchrun; Ctrl-C, which a terminal sends to the whole
     process group, stops torchrun and cgtool waits for it."""
@@ -299,6 +318,7 @@ def test_a_signal_reaches_torchrun_and_no_child_is_left(tmp_path, torchrun, sig,
         os.kill(pid, 0)
 
 
+@pytest.mark.subprocess
 def test_nproc_without_torch_is_3(tmp_path):
     """No torch at all (CI's first step): --nproc-per-node names the extra instead of a torchrun failure."""
     code = ("import importlib.util, sys; real = importlib.util.find_spec; "
@@ -312,6 +332,7 @@ def test_nproc_without_torch_is_3(tmp_path):
 
 # ------------------------------------------------------------------------------ the demo's steps
 
+@pytest.mark.subprocess
 def test_the_demo_exits_with_its_failed_steps_code(tmp_path):
     """The demo's GPU path, forced on this machine: its capture step fails (3), and so does the demo."""
     (tmp_path / "w.py").write_text("def setup():\n    raise RuntimeError('demo step failure')\n")

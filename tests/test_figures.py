@@ -218,6 +218,26 @@ def test_readiness_span_and_critical_path(tmp_path: Path, seed: int) -> None:
     crit = [us(bf.critical(r)) for r in range(4)]
     assert list(res.replay_table["critical_path_us"]) == pytest.approx(crit, abs=1e-3)
     assert res.critical_path_us == pytest.approx(float(np.median(crit)), abs=1e-3)
+    assert res.critical_path_us == round(res.critical_path_us, 3)  # reported to the ns
+
+
+def test_a_graph_without_events_changes_no_figure(tmp_path: Path) -> None:
+    """A second export given (first) whose graph the trace never replays: the figures of the one it
+    does replay are those of the analysis without it."""
+    from cgtool.artifacts.graph import GraphData
+
+    t = load_trace(write_trace(tmp_path, simulate(1, 4), channels=True))
+    (g,) = graphs_from_trace(t)
+    doc = export()
+    doc["exec_graph_id"] = GID - 1
+    for n in doc["nodes"]:
+        n["graph_id"], n["tools_id"] = GID - 1, ((GID - 1) << 32) | n["node_id"]
+    alone = analyze(t, [g], tolerance_us=TOL)
+    both = analyze(t, [GraphData.from_json(doc), g], tolerance_us=TOL)
+    for key in ("span_us", "critical_path_us", "fake_wait_us", "saving_us"):
+        assert list(both.replay_table[key]) == list(alone.replay_table[key]), key
+    assert list(both.events.ready) == list(alone.events.ready)
+    assert [f.to_json() for f in both.findings] == [f.to_json() for f in alone.findings]
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -159,6 +159,7 @@ def test_quiet_after_the_command(run_cli, tmp_path):
     assert rc == 0 and "wrote" not in err
 
 
+@pytest.mark.subprocess
 def test_help_in_a_real_process_at_80_columns(tmp_path):
     env = {**os.environ, "COLUMNS": str(WIDTH),
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}

@@ -216,6 +216,7 @@ def test_deep_nesting_is_refused(big, run_cli):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_gzip_bombs_stop_at_the_default_cap(big, tmp_path):
     for name, cmd in (("bomb_zeros.json.gz", "deps"), ("bomb_spaces.json.gz", "topo"), ("bomb_trace.json.gz", "deps"),
                       ("bomb_single.json.gz", "deps")):
@@ -224,6 +225,7 @@ def test_gzip_bombs_stop_at_the_default_cap(big, tmp_path):
         assert secs < 30 and rss < 2 << 30, (name, secs, rss >> 20)
 
 
+@pytest.mark.subprocess
 def test_a_long_chain_skips_the_exact_width(big, tmp_path):
     """3,000 nodes in a chain: 4.5 million comparable pairs; the exact width is skipped, not run for a minute."""
     rc, err, secs, rss = _subprocess(["topo", str(big / "long_chain.json"), "--json", str(tmp_path / "t.json")], tmp_path)
@@ -233,6 +235,7 @@ def test_a_long_chain_skips_the_exact_width(big, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["wide_fanin.json", "wide_fanout.json"])
+@pytest.mark.subprocess
 def test_wide_graphs_within_time_and_memory(big, tmp_path, name):
     """30,000 independent nodes joined at one end: topo well under 30 s and 2 GB."""
     rc, err, secs, rss = _subprocess(["topo", str(big / name), "--json", str(tmp_path / "t.json")], tmp_path)
@@ -284,6 +287,7 @@ def test_devices_as_outputs_are_written_through(run_cli):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_every_command_under_an_address_space_limit(tmp_path, ref_graph):
     """`ulimit -v 4194304`: nothing asks for a buffer of the cap's size."""
     for args in (["topo", str(bc.GRAPH)], ["deps", str(bc.TRACE)], ["bench", "--compare", str(bc.BENCH), str(bc.BENCH)]):
@@ -292,6 +296,7 @@ def test_every_command_under_an_address_space_limit(tmp_path, ref_graph):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_the_special_cases_keep_the_contract(tmp_path):
     """The script's own special cases (outputs that must not be written or created, Ctrl-C and
     SIGTERM on FIFOs without a writer or a reader), run by the script: 0 in every column."""

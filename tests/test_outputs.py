@@ -70,17 +70,19 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "COLUMNS": "120"}
 
 
+@pytest.mark.subprocess
 def test_an_output_fifo_without_a_reader_says_so_and_ctrl_c_stops_it(tmp_path):
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)
     p = subprocess.Popen([sys.executable, "-m", "cgtool", "topo", str(GRAPH), "--json", str(fifo), "--force"],
-                         cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                         cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal
     assert p.stderr is not None
     line = p.stderr.readline()
     assert f"waiting for a reader on the FIFO {fifo}" in line, line
     p.send_signal(signal.SIGINT)
-    err = p.stderr.read()
-    assert p.wait(timeout=30) == 130 and "interrupted" in err
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and "interrupted" in err
     assert stat_is_fifo(fifo)
 
 

@@ -166,6 +166,7 @@ def _driver(tmp_path: Path, args: list[str], setup: str, env_extra: dict[str, st
                            "record", *args], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
 
 
+@pytest.mark.subprocess
 def test_no_cuda_is_said_first_and_nothing_is_left(tmp_path: Path) -> None:
     """On a machine without a CUDA driver (this one, or a CPU-only torch's) `record` says so before
     asking for anything else, runs nothing and leaves no folder."""
@@ -179,6 +180,7 @@ def test_no_cuda_is_said_first_and_nothing_is_left(tmp_path: Path) -> None:
     assert not marker.exists() and not (tmp_path / "r").exists()
 
 
+@pytest.mark.subprocess
 def test_without_cupti_python_nothing_is_left_and_a_retry_works(tmp_path: Path) -> None:
     """cupti-python missing: exit 3 naming it, the program not run, no folder left behind, so the
     same command works once it is installed (here: the stand-in CUPTI)."""
@@ -198,6 +200,7 @@ def test_without_cupti_python_nothing_is_left_and_a_retry_works(tmp_path: Path) 
     assert marker.exists() and (tmp_path / "r" / "index.json").exists()
 
 
+@pytest.mark.subprocess
 def test_cupti_held_by_another_profiler_stops_before_the_program(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     (tmp_path / "p.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")

@@ -172,6 +172,7 @@ if how == "sigterm":
 @pytest.mark.parametrize("how,code,seen", [("sys_exit", 3, [3, "sys.exit"]), ("raise", 1, [1, "uncaught ValueError"]),
                                            ("os_exit", 9, [9, "os._exit"]), ("end", 0, [0, "end"]),
                                            ("sigterm", -15, [143, "SIGTERM"])])
+@pytest.mark.subprocess
 def test_exits_alone_finish_once_with_the_code(tmp_path: Path, how: str, code: int, seen: list[Any]) -> None:
     prog = tmp_path / "p.py"
     out = tmp_path / "seen.json"
@@ -457,6 +458,7 @@ print(json.dumps({"mine": mine, "control": started[len(mine):], "pathfinder": pa
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ldconfig is Linux's")
+@pytest.mark.subprocess
 def test_the_recorder_starts_no_process_of_its_own() -> None:
     """Loading cuda.bindings (cuda.pathfinder), libcupti and the demangler starts no child process
     (``ctypes.util.find_library`` would run ``ldconfig -p``, a process of the program's tree that

@@ -304,6 +304,7 @@ if how == "sigterm":
 
 
 @pytest.mark.parametrize("how,code,index_code", [("raise", 1, 1), ("os_exit", 7, 7), ("sigterm", 143, 143)])
+@pytest.mark.subprocess
 def test_a_crash_after_two_graphs_keeps_both(tmp_path: Path, how: str, code: int, index_code: int,
                                              record_fake: Any) -> None:
     """The program dies right after its second graph (an exception, os._exit, SIGTERM) while the

@@ -96,6 +96,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.subprocess
 def test_every_process_of_the_tree_is_recorded(tmp_path: Path, record_fake: Any) -> None:
     """spawn (a thread capturing), a forkserver pool, a subprocess that execs another Python
     program, a fork after CUDA was "initialised", a shell child and an isolated Python child: each
@@ -177,6 +178,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.subprocess
 def test_a_killed_worker_loses_nothing_written(tmp_path: Path, record_fake: Any) -> None:
     """A worker killed with SIGKILL after its graphs and replays: both graphs and their replays are
     in the recording, its exit is the parent's view (killed by signal 9), the recording says it did
@@ -200,6 +202,7 @@ def test_a_killed_worker_loses_nothing_written(tmp_path: Path, record_fake: Any)
     assert tree["exit_code"] == 7
 
 
+@pytest.mark.subprocess
 def test_a_command_that_is_not_python_is_followed_into_python(tmp_path: Path, record_fake: Any) -> None:
     """A shell script that runs Python: the shell is listed (not Python), the Python it runs is
     recorded, with the shell as its parent."""
@@ -322,6 +325,7 @@ def test_a_cpu_only_profiler_leaves_the_recording_on(tmp_path: Path, fake: FakeC
     assert idx["suspended"] == [] and len(idx["graphs"]) == 1
 
 
+@pytest.mark.subprocess
 def test_the_programs_own_sitecustomize_still_runs(tmp_path: Path, record_fake: Any) -> None:
     """The bootstrap shadows a sitecustomize on the program's path: that one still runs, once, first."""
     user_site = tmp_path / "user_site"
@@ -338,6 +342,7 @@ def test_the_programs_own_sitecustomize_still_runs(tmp_path: Path, record_fake: 
         {"ran": 1, "recording": True}]
 
 
+@pytest.mark.subprocess
 def test_a_python_child_given_pythonpath_from_sys_path_is_recorded(tmp_path: Path, record_fake: Any) -> None:
     """torch starts its compile workers with ``PYTHONPATH=os.pathsep.join(sys.path)``
     (``python_subprocess_env``): such a child is recorded like any other, its pid followed."""

@@ -51,6 +51,7 @@ def cgtool(*args: object, env: dict[str, str] | None = None, cwd: Path | None = 
 # ------------------------------------------------------------------------ phases of GPU events
 
 @pytest.mark.parametrize("reader", READERS, ids=["scan", "msgspec", "python"])
+@pytest.mark.subprocess
 def test_a_gpu_event_without_ph_is_refused(tmp_path, reader):
     doc = _trace()
     at = _gpu_positions(doc)[7]
@@ -62,6 +63,7 @@ def test_a_gpu_event_without_ph_is_refused(tmp_path, reader):
     assert f'traceEvents[{at}] ({doc["traceEvents"][at]["cat"]}' in r.stderr and 'no "ph"' in r.stderr
 
 
+@pytest.mark.subprocess
 def test_a_gpu_event_without_ph_is_refused_by_the_two_process_reader(tmp_path, monkeypatch):
     from cgtool.artifacts import trace as T
     from cgtool.errors import InvalidInputError
@@ -101,6 +103,7 @@ def _with_other_phases(tmp_path: Path) -> tuple[Path, Path, int, int]:
 
 
 @pytest.mark.parametrize("reader", READERS, ids=["scan", "msgspec", "python"])
+@pytest.mark.subprocess
 def test_gpu_events_of_other_phases_are_counted_and_left_out(tmp_path, reader):
     p, q, n, first = _with_other_phases(tmp_path)
     r = cgtool("deps", p, "--json", "-", env=_env(**reader))
@@ -112,6 +115,7 @@ def test_gpu_events_of_other_phases_are_counted_and_left_out(tmp_path, reader):
     assert strip(json.loads(r.stdout)) == strip(json.loads(s.stdout))
 
 
+@pytest.mark.subprocess
 def test_other_phases_in_the_second_half_are_counted_by_the_two_process_reader(tmp_path, monkeypatch):
     from cgtool.artifacts import trace as T
 
@@ -176,6 +180,7 @@ def test_null_timings_and_check_are_unknown_not_refused(run_cli, tmp_path):
 
 # ----------------------------------------------------------------------------------- messages
 
+@pytest.mark.subprocess
 def test_a_field_name_with_spaces_is_named_whole(tmp_path):
     doc = _trace()
     at = _gpu_positions(doc)[4]
@@ -309,6 +314,7 @@ def space_bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return p
 
 
+@pytest.mark.subprocess
 def test_a_raised_cap_keeps_a_memory_bound(space_bomb, tmp_path):
     """Following the advice with a much larger cap, reading a whitespace bomb whole stops at what the
     memory can hold (here an address-space limit of 3 GiB), with a paragraph, not the kernel's

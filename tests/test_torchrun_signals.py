@@ -24,8 +24,9 @@ import pytest
 
 from cgtool.cli._children import INTERRUPT_GRACE_S
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                reason="needs torch (torch.distributed.run); the CPU build is enough")
+pytestmark = [pytest.mark.subprocess,
+              pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="needs torch (torch.distributed.run); the CPU build is enough")]
 
 ROOT = Path(__file__).resolve().parent.parent
 

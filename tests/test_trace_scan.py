@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cgtool.artifacts import trace as T
-from cgtool.errors import InvalidInputError
+from cgtool.errors import InputWarning, InvalidInputError
 
 pytestmark = pytest.mark.skipif(T._fast_columns() is None or not hasattr(T._fast_columns(), "scan"),
                                 reason="the compiled scan is not built here")
@@ -29,15 +30,18 @@ COLS = ("kind", "name", "start", "end", "device", "stream", "correlation", "grap
 
 
 def load(p: Path, scan: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Everything the reader gives (columns with dtypes, names, launches...), or its error message."""
+    """Everything the reader gives (columns with dtypes, names, launches..., and the warnings it
+    gave about the input, caught here), or its error message."""
     monkeypatch.setenv("CGTOOL_TRACE_SCAN", "1" if scan else "0")
-    try:
-        t = T.load_trace(p)
-    except InvalidInputError as e:
-        return ("error", str(e))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", InputWarning)
+        try:
+            t = T.load_trace(p)
+        except InvalidInputError as e:
+            return ("error", str(e))
     return ({k: (str(getattr(t, k).dtype), getattr(t, k).tolist()) for k in COLS},
             list(t.names), dict(t.launches), t.n_events, list(t.channel_types), str(t.node_id_form), t.cgtool,
-            dict(t.launch_ends))
+            dict(t.launch_ends), [str(w.message) for w in said if issubclass(w.category, InputWarning)])
 
 
 class Counting:
@@ -126,6 +130,7 @@ def test_awkward_but_valid_documents_are_scanned_whole(tmp_path, monkeypatch, la
     assert got[0] != "error", got
     assert c.decoded == 0 and c.taken > 3
     assert got[4] == ["compute", "async copy"] and "ké_ernel" in got[1]
+    assert any("150 of 200 GPU events" in w for w in got[-1]), got[-1]  # awkward on purpose, and said so
 
 
 # ------------------------------------------------------------------ random documents, valid or not
