@@ -2,8 +2,11 @@
 
 import json
 
+import pytest
 
-@pytest.mark.subprocess
+pytestmark = pytest.mark.subprocess
+
+
 def test_help_version_and_usage_error(run_cli_subprocess):
     rc, out, _ = run_cli_subprocess("--help")
     assert rc == 0 and "Exit codes" in out
@@ -13,7 +16,6 @@ def test_help_version_and_usage_error(run_cli_subprocess):
     assert rc == 2 and "Missing argument" in err and "Traceback" not in err
 
 
-@pytest.mark.subprocess
 def test_deps_json_to_stdout(run_cli_subprocess, data_dir):
     rc, out, err = run_cli_subprocess("deps", data_dir / "forkjoin_trace_mc1" / "trace.json.gz", "--json", "-",
                                       "--top", "0")
@@ -23,7 +25,6 @@ def test_deps_json_to_stdout(run_cli_subprocess, data_dir):
     assert doc["summary"]["fake"] > 0 and doc["summary"]["lane"] == "channel"
 
 
-@pytest.mark.subprocess
 def test_invalid_input_is_exit_4_without_traceback(run_cli_subprocess, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [')

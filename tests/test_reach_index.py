@@ -97,3 +97,31 @@ def test_a_cycle_names_the_nodes_left_on_it() -> None:
     g = from_edges(5, [(0, 1), (1, 2), (2, 3), (3, 1), (0, 4)])  # 1 -> 2 -> 3 -> 1
     with pytest.raises(InvalidInputError, match=r"cycle through 3 nodes \(e\.g\. indices \[1, 2, 3\]\)"):
         Reachability(g)
+
+
+def _entries(g) -> int:  # type: ignore[no-untyped-def]
+    """How many entries the chain index of ``g`` holds (one per node and chain it has an ancestor on)."""
+    return sum(len(a) for a in Reachability(g)._anc)
+
+
+def test_the_chain_budget_is_a_limit_reached_not_passed(monkeypatch: pytest.MonkeyPatch) -> None:
+    g, _ = random_dag(5, n=30)
+    total, n = _entries(g), len(g.nodes)
+    for per_node, least, kind in ((0, total, "chains"), (0, total - 1, "bitsets"),
+                                  (-(-total // n), 0, "chains"), (total // n - 1, 0, "bitsets")):
+        monkeypatch.setattr(reach, "DENSE_ENTRIES_PER_NODE", per_node)
+        monkeypatch.setattr(reach, "DENSE_MIN_ENTRIES", least)
+        assert Reachability(g).kind == kind, (per_node, least)
+
+
+@pytest.mark.parametrize("edges, n", [([(i, i + 1) for i in range(9)], 10),  # one chain
+                                      ([(0, 1), (0, 2), (1, 3), (2, 3), (3, 4), (0, 5)], 6)])
+def test_the_array_form_up_to_its_limit(monkeypatch: pytest.MonkeyPatch, edges: list[tuple[int, int]], n: int) -> None:
+    g = from_edges(n, edges)
+    k = Reachability(g).k
+    monkeypatch.setattr(reach, "ARRAY_MAX_ENTRIES", n * k)
+    anc, _, _ = Reachability(g).arrays()
+    assert anc.shape == (n, k)
+    monkeypatch.setattr(reach, "ARRAY_MAX_ENTRIES", n * k - 1)
+    with pytest.raises(ValueError):
+        Reachability(g).arrays()
