@@ -72,7 +72,7 @@ _BIN_SWAP: dict[type, type] = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast
 _NAME_SWAP = {"max": "min", "min": "max", "maximum": "minimum", "minimum": "maximum", "nanmin": "nanmax",
               "nanmax": "nanmin", "any": "all", "all": "any", "floor": "ceil", "ceil": "floor"}
 _OP_TEXT = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
-            ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.Add: "+", ast.Sub: "-", ast.Mult: "*",
+            ast.IsNot: "is_not", ast.In: "in", ast.NotIn: "not_in", ast.Add: "+", ast.Sub: "-", ast.Mult: "*",
             ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|",
             ast.LShift: "<<", ast.RShift: ">>", ast.And: "and", ast.Or: "or"}
 
