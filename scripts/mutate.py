@@ -220,9 +220,10 @@ def apply_mutant(name: str, src: str, k: int) -> None:
 
     plain, mutated = compiled(ast.unparse(ast.parse(src))), compiled(mutated_source(name, src, k))
     for q, f in _functions(vars(mod), mod.__name__).items():
-        if q in mutated and mutated[q].__code__ != plain[q].__code__:
-            f.__code__ = mutated[q].__code__
-            f.__defaults__, f.__kwdefaults__ = mutated[q].__defaults__, mutated[q].__kwdefaults__
+        new, old = mutated.get(q), plain.get(q)
+        if new is not None and old is not None and (new.__code__, new.__defaults__, new.__kwdefaults__) != (
+                old.__code__, old.__defaults__, old.__kwdefaults__):
+            f.__code__, f.__defaults__, f.__kwdefaults__ = new.__code__, new.__defaults__, new.__kwdefaults__
 
 
 #: Every run: no parallel workers, no slow, GPU or process-starting tests (they test processes, not figures).

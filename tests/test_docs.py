@@ -108,6 +108,7 @@ DASH = [
 
 
 @pytest.mark.parametrize("argv,kind", DASH, ids=lambda x: " ".join(x) if isinstance(x, list) else None)
+@pytest.mark.subprocess
 def test_every_output_option_takes_a_dash(argv: list[str], kind: str, tmp_path: Path) -> None:
     """`-` is standard output, and it holds that output alone: tables and notes go to stderr."""
     p = _run(["cgtool", *argv], _workdir(tmp_path))

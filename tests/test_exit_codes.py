@@ -136,6 +136,7 @@ def fifo(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, "cgtool: interrupted."),
                                               (signal.SIGTERM, 143, "cgtool: terminated (SIGTERM).")])
+@pytest.mark.subprocess
 def test_a_signal_while_waiting_for_a_fifo_writer(tmp_path, fifo, sig, code, said):
     p = start("deps", fifo, cwd=tmp_path)
     assert p.stderr is not None

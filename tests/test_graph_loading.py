@@ -86,6 +86,8 @@ MALFORMED: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("schema as a bool", _set("cgtool.schema_version", True), "cgtool.schema_version should be an integer"),
     ("index out of place", _set("nodes.1.index", 2), "nodes[1].index is 2 but the node is at position 1"),
     ("negative tools id", _set("nodes.0.tools_id", -1), "nodes[0].tools_id should not be negative"),
+    ("tools id past 63 bits", _set("nodes.0.tools_id", 1 << 63), "nodes[0].tools_id should be an integer < 2^63"),
+    ("index past 63 bits", _set("nodes.0.index", (1 << 63) + 5), "nodes[0].index should be an integer < 2^63"),
     ("tools id unpacked wrong", _set("nodes.0.tools_id", (EID << 32) | 99), "has tools_id"),
     ("node id past 32 bits", _both(_set("nodes.0.node_id", LOW32 + 1), _drop("nodes.0.graph_id")),
      "nodes[0].node_id should be an integer < 2^32"),
