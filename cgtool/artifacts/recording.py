@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cgtool.artifacts.jsonio import load_json
+from cgtool.artifacts.stacks import Dump, read as read_stacks
 from cgtool.errors import InvalidInputError
 
 INDEX = "index.json"
@@ -61,6 +62,18 @@ class Recording:
         """The export of one index entry (plain or gzipped file)."""
         doc: dict[str, Any] = read_json(self.folder / str(entry["file"]))
         return doc
+
+    # -- where the process stopped (capture/record/stops.py writes them; inspect/stops.py reads them)
+    @property
+    def stopping(self) -> dict[str, Any]:
+        """The index's ``stopping`` block (``{}`` in recordings made before it existed): main_thread,
+        stack_file, dumped_on, hang_after_s, hangs_seen, last_graph, destroy_process_group."""
+        v = self.index.get("stopping")
+        return v if isinstance(v, dict) else {}
+
+    def stack_dumps(self) -> list[Dump]:
+        """The stack dumps in the process's ``stacks.txt`` (signals, fatal errors, stalls)."""
+        return read_stacks(self.folder, str(self.stopping.get("stack_file") or "stacks.txt"))
 
 
 # ------------------------------------------------------------------------------ helper commands

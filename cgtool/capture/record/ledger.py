@@ -140,6 +140,7 @@ def index_document(rec: Recorder, *, finished: bool, exit_code: int | None = Non
         "recorder_timings": {**rec.timings, **rec.sub.timings, **tracker.exec_totals()},
         "timeline": dict(rec.timeline),
         "layout": getattr(rec.sub.layout, "offsets", None),
+        "stopping": rec.stops.to_json() if rec.stops is not None else None,  # stops.py
     }
 
 
