@@ -78,7 +78,7 @@ def deps(
     if json_out is not None:  # built only when asked for: a trace may hold 100,000s of replays
         from cgtool.artifacts.jsonio import write_json
 
-        write_json(json_out, _deps_json(runs, compared), force=force)
+        write_json(json_out, _deps_json(runs, compared, max_bytes), force=force)
         wrote(json_out)
     if annotate is not None:
         from cgtool.artifacts.jsonio import write_json
@@ -115,6 +115,7 @@ def _deps_show(con: Any, runs: list[Any], graph: list[Path], compare: Optional[P
         ranked = {r.rank: r.result for r in runs if r.rank is not None}
         if len(ranked) == len(runs):
             show(con, deps_ranks_table(ranked))
+            _nccl_show(con, runs, max_bytes)
     if compare is None:
         return None
     from cgtool.inspect.deps import compare_traces
@@ -126,7 +127,25 @@ def _deps_show(con: Any, runs: list[Any], graph: list[Path], compare: Optional[P
     return compared
 
 
-def _deps_json(runs: list[Any], compared: dict[str, Any] | None) -> dict[str, Any]:
+def _nccl_figures(runs: list[Any], max_bytes: int | None) -> Any:
+    """NCCL figures of a per-rank trace set (inspect/collectives.py); None when no graph holds NCCL kernels."""
+    from cgtool.inspect.collectives import of_rank_files
+
+    if len(runs) < 2 or not all(r.rank is not None and r.process is None for r in runs):
+        return None
+    return of_rank_files({r.rank: r.path for r in runs}, max_bytes)
+
+
+def _nccl_show(con: Any, runs: list[Any], max_bytes: int | None) -> None:
+    from cgtool.report.collectives_table import collectives_table
+    from cgtool.report.tables import show
+
+    figs = _nccl_figures(runs, max_bytes)
+    if figs is not None:
+        show(con, collectives_table(figs))
+
+
+def _deps_json(runs: list[Any], compared: dict[str, Any] | None, max_bytes: int | None = None) -> dict[str, Any]:
     from cgtool.inspect.documents import deps_doc
 
     def doc(run: Any) -> dict[str, Any]:
@@ -142,7 +161,9 @@ def _deps_json(runs: list[Any], compared: dict[str, Any] | None) -> dict[str, An
             d["compare"] = compared
         return d
     if all(r.rank is not None and r.process is None for r in runs):
-        return {"schema_version": 2, "ranks": {str(r.rank): doc(r) for r in runs}}
+        figs = _nccl_figures(runs, max_bytes)
+        return {"schema_version": 2, "ranks": {str(r.rank): doc(r) for r in runs},
+                "nccl": figs.to_json() if figs is not None else None}
     return {"schema_version": 2, "traces": {r.label: doc(r) for r in runs}}
 
 
