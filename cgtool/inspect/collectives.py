@@ -11,10 +11,10 @@ correlation id):
   the ranks, for the same replay: the time it waited for the last rank to arrive.
 
 Across ranks, ``start_skew_us``: the spread of the ranks' replay starts. Timestamps of different
-processes are not on one clock (two ranks on one host, 2 H200s: the first replay's kernels sat
-664 µs apart in a way no all-reduce allows), so each rank's times are taken relative to the end of
-its replay's last NCCL kernel, which an all-reduce ends at nearly the same moment on every rank; the
-skew is then the spread of ``replay start - collective end``. Replays are matched across ranks by
+processes are not on one clock (tests/data/tp_mlp_2gpu: two ranks of one host whose first replays
+sit apart in a way no all-reduce allows; docs/workloads.md), so each rank's times are taken relative
+to the end of its replay's last NCCL kernel, which an all-reduce ends at nearly the same moment on
+every rank; the skew is then the spread of ``replay start - collective end``. Replays are matched across ranks by
 their order; where ranks traced different numbers of replays, or a replay holds no NCCL kernel, the
 cross-rank figures are unknown with the reason (null in JSON). Means over replays; the per-replay
 values travel in JSON.
