@@ -62,7 +62,7 @@ def rank1(monkeypatch):
         if state["workload_pid"] != os.getpid():
             raise UsageError("Running under torchrun (--nproc-per-node), but the workload did not initialise "
                              "torch.distributed")
-        return None  # rank 1: rank 0 reports
+        # rank 1: rank 0 reports
 
     monkeypatch.setattr(tracing, "capture_workload", capture_workload)
     monkeypatch.setattr(tracing, "trace_captured", trace_captured)

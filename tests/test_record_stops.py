@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fake_cupti_abi import RECORD_DRIVER, fake_site
 
 from cgtool.artifacts import stacks
@@ -96,7 +95,7 @@ def test_a_hanging_teardown_is_dumped_and_explained(tmp_path: Path) -> None:
     # the dumps, read here with a parser of our own: a stall (Timeout line) then the signal's dump, each
     # with the main thread's innermost program frame on the destroy line
     text = (folder / "stacks.txt").read_text()
-    blocks = re.split(r"^(?=Timeout \()", text, flags=re.M)
+    blocks = re.split(r"^(?=Timeout \()", text, flags=re.MULTILINE)
     assert blocks[0] == "" and len(blocks) >= 2
     destroy_line = _line(PROG, "LINE_DESTROY")
     main_frames = re.findall(r"Thread " + st["main_thread"] + r" \(most recent call first\):\n((?:  File .*\n)+)",
