@@ -4,9 +4,10 @@
     python scripts/check_two_gpus.py export PREFIX         PREFIX.rank<k>.json: the same for graph exports
     python scripts/check_two_gpus.py bench FILE REPLAYS    two ranks benched, no failure
     python scripts/check_two_gpus.py trace DIR REPLAYS [MC]  per-rank traces: every kernel node in every replay
-    python scripts/check_two_gpus.py record REC STDOUT     per rank graphs and replays against the RESULT lines
+    python scripts/check_two_gpus.py record REC STDOUT [hang STDERR]  per rank replays against the RESULT
+                                                        lines; destroy_process_group; (hang) the summary lines
     python scripts/check_two_gpus.py ranks DIR...          the nodes' outputs name distinct global ranks 0..n-1
-    python scripts/check_two_gpus.py nccl TRACEDIR         the NCCL figures, from the raw trace events
+    python scripts/check_two_gpus.py nccl TRACEDIR DEPS    the NCCL figures from the raw trace events vs deps --json
 
 Prints one line per check ("CHECK <what>: OK" or "CHECK <what>: FAIL <why>"); exit 1 when one fails.
 """
@@ -96,7 +97,10 @@ def trace(folder: Path, replays: int, mc: str | None) -> None:
         check(f"trace {folder} rank {r}", ok, f"{len(ks)} kernels for {replays} x {knodes} nodes, channels {chans}")
 
 
-def record(rec: Path, stdout: Path) -> None:
+def record(rec: Path, stdout: Path, mode: str | None = None, stderr: Path | None = None) -> None:
+    """Per rank: the recorded replays against the program's RESULT line, the ranks' all-reduced values
+    agree; ``hang``: destroy_process_group did not return, a live graph held NCCL kernels, and the
+    summary (stderr) names each rank's stopping line."""
     res = {}
     for ln in stdout.read_text(errors="replace").splitlines():
         if ln.startswith("RESULT "):
@@ -108,12 +112,31 @@ def record(rec: Path, stdout: Path) -> None:
         if p.get("followed") and p.get("rank") is not None:
             ranks[p["rank"]] = _json(rec / p["folder"] / "index.json")
     check(f"record {rec} ranks", sorted(ranks) == sorted(res) == [0, 1], f"recorded {sorted(ranks)}, RESULT {sorted(res)}")
-    for r, idx in ranks.items():
+    vals = {r: d.get("value") for r, d in res.items()}
+    check(f"record {rec} all-reduced values agree", len(set(vals.values())) == 1, f"{vals}")
+    for r, idx in sorted(ranks.items()):
         got = [g["replays"] for g in idx["graphs"]]
         want = res.get(r, {}).get("replays")
         check(f"record {rec} rank {r} replays", got == want, f"recorded {got}, program {want}")
         st = idx.get("stopping") or {}
         print(f"  rank {r}: stopping = {json.dumps(st)[:600]}")
+        dpg = st.get("destroy_process_group") or {}
+        held = dpg.get("live_nccl_graphs")
+        if mode == "hang":
+            check(f"record {rec} rank {r} destroy_process_group under a live NCCL graph",
+                  dpg.get("returned") is False and bool(held), f"{dpg}")
+        else:
+            check(f"record {rec} rank {r} destroy_process_group returned, no live NCCL graph",
+                  dpg.get("returned") is True and held == [], f"{dpg}")
+    if mode == "hang" and stderr is not None:
+        text = stderr.read_text(errors="replace")
+        for r in sorted(ranks):
+            lines = [ln.strip() for ln in text.splitlines() if f"rank {r} (pid" in ln]
+            for ln in lines:
+                print(f"  summary: {ln[:300]}")
+            check(f"record {rec} summary names rank {r}'s stopping line",
+                  any(("stopped in" in ln or "no progress" in ln) and "nccl_in_graph.py:" in ln for ln in lines),
+                  "no such line")
 
 
 def ranks(folders: list[Path]) -> None:
@@ -136,10 +159,33 @@ def ranks(folders: list[Path]) -> None:
     check("nodes' ranks are distinct and 0..n-1", allr == list(range(len(folders))), f"{allr}")
 
 
-def nccl(folder: Path) -> None:
-    """Per rank: NCCL time / replay span, NCCL time overlapped by other kernels of the same replay;
-    skew of replay starts between ranks (replays matched by order)."""
-    starts: dict[int, list[float]] = {}
+def _union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(iv):
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _inter(x: list[tuple[float, float]], y: list[tuple[float, float]]) -> float:  # brute force, every pair
+    return sum(max(0.0, min(b, d) - max(a, c)) for a, b in _union(x) for c, d in _union(y))
+
+
+def _close(a: float | None, b: float | None, rel: float = 0.01, abs_: float = 0.05) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) <= max(abs_, rel * abs(b))
+
+
+def nccl(folder: Path, deps_json: Path | None) -> None:
+    """Per rank, from the raw kernel events: NCCL time over the replay span, the part of it other kernels
+    of the replay overlap, the last NCCL kernel's excess over the shortest rank's (waiting); across
+    ranks, the spread of (replay start - end of its last NCCL kernel). Compared with deps --json (1 %)."""
+    per: dict[int, list[dict[str, float]]] = {}
     for p in sorted(folder.iterdir()):
         if ".rank" not in p.name:
             continue
@@ -148,40 +194,55 @@ def nccl(folder: Path) -> None:
         by_corr: dict[Any, list[dict[str, Any]]] = {}
         for e in _kernels(d):
             by_corr.setdefault(e["args"].get("correlation"), []).append(e)
-        shares, overlaps = [], []
-        st = []
-        for corr, ks in sorted(by_corr.items(), key=lambda kv: min(e["ts"] for e in kv[1])):
-            t0 = min(e["ts"] for e in ks)
-            t1 = max(e["ts"] + e["dur"] for e in ks)
-            st.append(t0)
-            nc = [e for e in ks if "nccl" in e["name"].lower()]
-            other = [e for e in ks if e not in nc]
-            ntime = sum(e["dur"] for e in nc)
-            ov = 0.0
-            for n in nc:  # brute force: every microsecond interval pair
-                segs = sorted((max(n["ts"], o["ts"]), min(n["ts"] + n["dur"], o["ts"] + o["dur"])) for o in other)
-                cur_s = cur_e = None
-                for s, e_ in segs:
-                    if e_ <= s:
-                        continue
-                    if cur_e is None or s > cur_e:
-                        if cur_e is not None:
-                            ov += cur_e - cur_s
-                        cur_s, cur_e = s, e_
-                    else:
-                        cur_e = max(cur_e, e_)
-                if cur_e is not None:
-                    ov += cur_e - cur_s
-            shares.append(ntime / (t1 - t0) if t1 > t0 else 0.0)
-            overlaps.append(ov / ntime if ntime else 0.0)
-        starts[r] = st
-        n = len(shares)
-        print(f"  rank {r}: {n} replays, NCCL share of span {sum(shares) / max(n, 1):.4f}, "
-              f"overlapped {sum(overlaps) / max(n, 1):.4f}")
-    if len(starts) == 2:
-        k = min(len(v) for v in starts.values())
-        sk = [abs(starts[0][i] - starts[1][i]) for i in range(k)]
-        print(f"  replay start skew (|rank0 - rank1|, same clock only if one host): {[round(x, 2) for x in sk]}")
+        reps = []
+        for ks in sorted(by_corr.values(), key=lambda ks: min(e["ts"] for e in ks)):
+            t0, t1 = min(e["ts"] for e in ks), max(e["ts"] + e["dur"] for e in ks)
+            nc = [(e["ts"], e["ts"] + e["dur"]) for e in ks if "nccl" in e["name"].lower()]
+            ot = [(e["ts"], e["ts"] + e["dur"]) for e in ks if "nccl" not in e["name"].lower()]
+            if not nc:
+                continue
+            last = max(nc, key=lambda iv: iv[1])
+            ntime = sum(b - a for a, b in _union(nc))
+            reps.append({"span": t1 - t0, "nccl": ntime, "share": ntime / (t1 - t0), "overlap": _inter(nc, ot) / ntime,
+                         "rel_start": t0 - last[1], "last_dur": last[1] - last[0]})
+        per[r] = reps
+    raw: dict[int, dict[str, float | None]] = {}
+    for r, reps in sorted(per.items()):
+        n = len(reps)
+        raw[r] = {"share": sum(x["share"] for x in reps) / n if n else None,
+                  "overlap": sum(x["overlap"] for x in reps) / n if n else None,
+                  "span": sum(x["span"] for x in reps) / n if n else None}
+        print(f"  raw rank {r}: {n} replays, span {raw[r]['span']:.2f} us, NCCL share {raw[r]['share']:.4f}, "
+              f"overlapped {raw[r]['overlap']:.4f}")
+    skews: list[float] = []
+    waits: dict[int, list[float]] = {r: [] for r in per}
+    if len(per) == 2 and len({len(v) for v in per.values()}) == 1:
+        for i in range(len(per[0])):
+            rel = [per[r][i]["rel_start"] for r in (0, 1)]
+            skews.append(max(rel) - min(rel))
+            durs = [per[r][i]["last_dur"] for r in (0, 1)]
+            for r in (0, 1):
+                waits[r].append(durs[r] - min(durs))
+        print(f"  raw start skew per replay (us): {[round(x, 2) for x in skews]}; mean "
+              f"{sum(skews) / len(skews):.2f}; wait per rank (us): "
+              f"{ {r: round(sum(w) / len(w), 2) for r, w in waits.items()} }")
+    if deps_json is None or not deps_json.exists():
+        check(f"nccl {folder} deps --json written", False, f"{deps_json} missing")
+        return
+    figs = _json(deps_json).get("nccl")
+    if not figs:
+        check(f"nccl {folder} deps figures", False, "deps --json has no nccl block")
+        return
+    for r, vals in raw.items():
+        g = (figs["ranks"].get(str(r)) or [{}])[0]
+        w = waits.get(r) or []
+        ok = (_close(g.get("nccl_share"), vals["share"]) and _close(g.get("nccl_overlap"), vals["overlap"])
+              and _close(g.get("span_us"), vals["span"]) and _close(g.get("wait_us"), sum(w) / len(w) if w else None))
+        check(f"nccl {folder} rank {r} share/overlap/span/wait vs raw", ok,
+              f"deps {g.get('nccl_share')}, {g.get('nccl_overlap')}, {g.get('span_us')}, {g.get('wait_us')}; raw {vals}")
+    sk = (figs.get("across_ranks") or [{}])[0].get("mean_start_skew_us")
+    check(f"nccl {folder} start skew vs raw", bool(skews) and _close(sk, sum(skews) / len(skews)),
+          f"deps {sk}, raw {skews}")
 
 
 def main() -> None:
@@ -195,11 +256,11 @@ def main() -> None:
     elif cmd == "trace":
         trace(Path(a[0]), int(a[1]), a[2] if len(a) > 2 else None)
     elif cmd == "record":
-        record(Path(a[0]), Path(a[1]))
+        record(Path(a[0]), Path(a[1]), a[2] if len(a) > 2 else None, Path(a[3]) if len(a) > 3 else None)
     elif cmd == "ranks":
         ranks([Path(x) for x in a])
     elif cmd == "nccl":
-        nccl(Path(a[0]))
+        nccl(Path(a[0]), Path(a[1]) if len(a) > 1 else None)
     else:
         raise SystemExit(f"unknown check {cmd}")
     sys.exit(1 if FAILED else 0)

@@ -127,7 +127,7 @@ CLI: tuple[CliOption, ...] = (
               "On with --trace-replays."),
     CliOption(("--hang-after",), "hang_after", "int>=1",
               "Write the Python stacks of every process that made no progress (no graph captured, instantiated or "
-              "launched) for S seconds into its stacks_hang.txt, without stopping it; the summary says where each "
+              "launched) for S seconds into its stacks.txt, without stopping it; the summary says where each "
               "stood."),
     CliOption(("--nproc-per-node",), "nproc_per_node", "int>=1",
               "Start the program through torchrun with N ranks (the same as `-- torchrun --nproc-per-node N "

@@ -54,6 +54,27 @@ def nccl_kernels(doc: dict[str, Any] | None) -> list[str]:
             if "nccl" in str(n.get("kernel_name") or "").lower()]
 
 
+def drop_empty_stack_files(out: str | os.PathLike[str]) -> int:
+    """Remove the ``stacks.txt`` that stayed empty in the process folders of a recording (run by the
+    launcher once the program's processes have ended: a process must open the file before any signal,
+    so every recorded process has one until then); how many went. A process still running then (past
+    the launcher's grace time) keeps writing to its open file, which no longer has a name."""
+    n = 0
+    try:
+        folders = [e.path for e in os.scandir(out) if e.is_dir() and e.name.startswith("p")]
+    except OSError:
+        return 0
+    for d in folders:
+        p = os.path.join(d, STACK_FILE)
+        try:
+            if os.stat(p).st_size == 0:
+                os.unlink(p)
+                n += 1
+        except OSError:  # none there, or already gone
+            continue
+    return n
+
+
 class Stops:
     """One process's stack dumps, its watchdog and what it noted on the way to a stop."""
 
