@@ -6,7 +6,8 @@
     python scripts/check_two_gpus.py trace DIR REPLAYS [MC]  per-rank traces: every kernel node in every replay
     python scripts/check_two_gpus.py record REC STDOUT [hang STDERR]  per rank replays against the RESULT
                                                         lines; destroy_process_group; (hang) the summary lines
-    python scripts/check_two_gpus.py ranks DIR...          the nodes' outputs name distinct global ranks 0..n-1
+    python scripts/check_two_gpus.py ranks KIND DIR... [OUT...]  (bundle|trace|record) each node's output names
+                                                        one global rank, together 0..n-1; record: its RESULT
     python scripts/check_two_gpus.py nccl TRACEDIR DEPS    the NCCL figures from the raw trace events vs deps --json
 
 Prints one line per check ("CHECK <what>: OK" or "CHECK <what>: FAIL <why>"); exit 1 when one fails.
@@ -71,7 +72,7 @@ def bench(path: Path, want: int) -> None:
     items = list(ws.items()) if isinstance(ws, dict) else [(str(w.get("rank")), w) for w in ws]
     ranks = sorted(int(m.group(1)) for k, _ in items if (m := re.search(r"rank (\d+)", k)))
     bad = [w.get("error") for _, w in items if w.get("error")]
-    reps = {w.get("replays") for _, w in items}
+    reps = {(w.get("spec") or {}).get("replays", w.get("replays")) for _, w in items}
     meds = [sorted(w.get("gpu_us") or [0])[len(w.get("gpu_us") or [0]) // 2] for _, w in items]
     print(f"  bench {path}: ranks {ranks}, replays {reps}, median GPU us per rank {meds}")
     check(f"bench {path}", ranks == [0, 1] and not bad and reps == {want}, f"ranks {ranks}, replays {reps}, errors {bad}")
@@ -83,7 +84,7 @@ def _kernels(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def trace(folder: Path, replays: int, mc: str | None) -> None:
-    files = sorted(p for p in folder.iterdir() if ".rank" in p.name)
+    files = sorted(p for p in folder.rglob("*") if ".rank" in p.name and p.is_file())
     docs = {_json(p)["cgtool"]["rank"]: _json(p) for p in files}
     check(f"trace {folder} ranks", sorted(docs) == [0, 1], f"ranks {sorted(docs)}")
     for r, d in docs.items():
@@ -139,24 +140,40 @@ def record(rec: Path, stdout: Path, mode: str | None = None, stderr: Path | None
                   "no such line")
 
 
-def ranks(folders: list[Path]) -> None:
+def ranks(kind: str, args: list[Path]) -> None:
+    """Two simulated nodes, one rank each: each node's output (``bundle``: capture's rank folders,
+    ``trace``: trace.rank<k> files, ``record``: the recording's ranks, then each node's stdout with the
+    program's RESULT line) names one global rank, and together they name 0..n-1. c10d's rendezvous
+    gives out ranks in the order the agents arrive, so a node's rank may differ from its --node-rank."""
+    n = len(args) // 2 if kind == "record" else len(args)
+    folders, outs = args[:n], args[n:]
     seen = []
-    for f in folders:
-        mine = set()
-        for p in f.rglob("*.json*"):
-            try:
-                d = _json(p)
-            except (ValueError, OSError):
-                continue
-            if isinstance(d, dict):
-                r = (d.get("cgtool") or {}).get("rank") if isinstance(d.get("cgtool"), dict) else d.get("rank")
-                if isinstance(r, int):
-                    mine.add(r)
-        print(f"  {f}: ranks {sorted(mine)}")
-        check(f"node {f} names one global rank", len(mine) == 1, f"ranks {sorted(mine)}")
-        seen.append(mine)
+    for i, f in enumerate(folders):
+        mine: dict[int, Any] = {}
+        if kind == "bundle":
+            for p in f.rglob("graph.json*"):
+                mine[_json(p)["cgtool"]["rank"]] = p
+        elif kind == "trace":
+            for p in f.rglob("trace.rank*"):
+                mine[_json(p)["cgtool"]["rank"]] = p
+        else:
+            for rec in f.rglob("index.json"):
+                doc = _json(rec)
+                for pr in doc.get("processes") or []:
+                    if pr.get("followed") and pr.get("rank") is not None:
+                        mine[pr["rank"]] = _json(rec.parent / pr["folder"] / "index.json")
+        print(f"  {kind} {f}: global ranks {sorted(mine)}")
+        check(f"{kind} node {f} names one global rank", len(mine) == 1, f"ranks {sorted(mine)}")
+        if kind == "record" and i < len(outs) and len(mine) == 1:
+            (r, idx), = mine.items()
+            res = [json.loads(ln[7:]) for ln in outs[i].read_text(errors="replace").splitlines() if ln.startswith("RESULT ")]
+            got = [g["replays"] for g in idx["graphs"]]
+            check(f"record node {f} rank {r} replays vs RESULT", len(res) == 1 and res[0].get("rank") == r
+                  and res[0]["replays"] == got, f"recorded {got}, RESULT {res}")
+        seen.append(set(mine))
     allr = sorted(set().union(*seen)) if seen else []
-    check("nodes' ranks are distinct and 0..n-1", allr == list(range(len(folders))), f"{allr}")
+    check(f"{kind}: the nodes' ranks are distinct and 0..n-1", allr == list(range(len(folders)))
+          and sum(map(len, seen)) == len(folders), f"{allr}")
 
 
 def _union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -186,8 +203,8 @@ def nccl(folder: Path, deps_json: Path | None) -> None:
     of the replay overlap, the last NCCL kernel's excess over the shortest rank's (waiting); across
     ranks, the spread of (replay start - end of its last NCCL kernel). Compared with deps --json (1 %)."""
     per: dict[int, list[dict[str, float]]] = {}
-    for p in sorted(folder.iterdir()):
-        if ".rank" not in p.name:
+    for p in sorted(folder.rglob("*")):
+        if ".rank" not in p.name or not p.is_file():
             continue
         d = _json(p)
         r = d["cgtool"]["rank"]
@@ -258,7 +275,7 @@ def main() -> None:
     elif cmd == "record":
         record(Path(a[0]), Path(a[1]), a[2] if len(a) > 2 else None, Path(a[3]) if len(a) > 3 else None)
     elif cmd == "ranks":
-        ranks([Path(x) for x in a])
+        ranks(a[0], [Path(x) for x in a[1:]])
     elif cmd == "nccl":
         nccl(Path(a[0]), Path(a[1]) if len(a) > 1 else None)
     else:

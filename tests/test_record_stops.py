@@ -151,3 +151,19 @@ def test_parse_splits_dumps_and_finds_the_program_line() -> None:
     assert (at.site, at.function, at.calling) == ("/home/u/prog.py:31", "main", "destroy_process_group")
     assert at.text() == "destroy_process_group (prog.py:31)"
     assert stacks.stopped_at(d[2].threads[0]).site is None and d[2].threads[0].frames[0].line is None
+    # no frame of the program: the innermost frame, as faulthandler wrote it
+    assert stacks.stopped_at(d[2].threads[0]).text() == "<frozen importlib._bootstrap>:??? (no frame of the program)"
+
+
+def test_only_stack_files_with_a_dump_stay(tmp_path: Path) -> None:
+    from cgtool.capture.record.stops import STACK_FILE, drop_empty_stack_files
+
+    sizes = {"p1": 0, "p2": 17, "p3": None}  # None: no file at all
+    for name, size in sizes.items():
+        (tmp_path / name).mkdir()
+        if size is not None:
+            (tmp_path / name / STACK_FILE).write_bytes(b"x" * size)
+    (tmp_path / "index.json").write_text("{}")
+    assert drop_empty_stack_files(tmp_path) == sum(1 for s in sizes.values() if s == 0)
+    assert sorted(p.parent.name for p in tmp_path.glob(f"*/{STACK_FILE}")) == [n for n, s in sizes.items() if s]
+    assert drop_empty_stack_files(tmp_path / "missing") == 0

@@ -123,7 +123,8 @@ class StoppedAt:
         import os
 
         if self.site is None:
-            return f"in {self.innermost}" if self.innermost else "unknown (no Python frame)"
+            # no frame of the program's own: the innermost frame says where (a launcher, a library)
+            return f"{self.innermost} (no frame of the program)" if self.innermost else "unknown (no Python frame)"
         path, _, line = self.site.rpartition(":")
         where = f"{os.path.basename(path)}:{line}"
         return f"{self.calling} ({where})" if self.calling else f"{self.function} ({where})"
@@ -131,7 +132,7 @@ class StoppedAt:
 
 def stopped_at(thread: ThreadStack) -> StoppedAt:
     fr = thread.frames
-    innermost = f"{fr[0].file}:{fr[0].line}" if fr else None
+    innermost = f"{fr[0].file}:{'???' if fr[0].line is None else fr[0].line}" if fr else None
     for i, f in enumerate(fr):
         if is_program_file(f.file):
             calling = fr[i - 1].function if i > 0 else None

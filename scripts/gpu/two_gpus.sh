@@ -103,20 +103,21 @@ for w in tp_mlp:sample_workloads/tp_mlp.py nig:$P; do
 done
 pack
 
-N2="$W/twonode"
-agents() {  # id port, then the command each agent runs (in its node's folder), with TORCHRUN standing for the launcher's args
+N2="$W/twonode"  # per command: N2/<command>/node<k>/ holds node k's output, as two machines' folders copied together
+agents() {  # id port, then the command each agent runs (in N2/id/node<k>), with TORCHRUN standing for the launcher's args
   local id=$1 port=$2; shift 2
+  mkdir -p "$N2/logs"
   for k in 0 1; do
-    mkdir -p "$N2/node$k"
+    mkdir -p "$N2/$id/node$k"
     local tr=(python3 -m torch.distributed.run --nnodes 2 --node-rank $k --nproc-per-node 1 --rdzv-backend c10d
               --rdzv-endpoint localhost:$port --rdzv-id $id)
     local cmd=() a
     for a in "$@"; do if [ "$a" = TORCHRUN ]; then cmd+=("${tr[@]}"); else cmd+=("$a"); fi; done
-    ( cd "$N2/node$k" && CUDA_VISIBLE_DEVICES=$k timeout -k 10 "$(lim 75)" "${cmd[@]}" > "$N2/node$k/$id.out" 2>&1;
+    ( cd "$N2/$id/node$k" && CUDA_VISIBLE_DEVICES=$k timeout -k 10 "$(lim 75)" "${cmd[@]}" > "$N2/logs/$id.node$k.out" 2>&1;
       echo "----- exit status: $? node $k $id (at $(( $(date +%s) - T0 )) s)" ) &
   done
   wait
-  tail -n 6 "$N2"/node*/$id.out
+  tail -n 6 "$N2"/logs/$id.node*.out
 }
 twonode() {
   step "two simulated nodes: two torchrun agents, one GPU each (CUDA_VISIBLE_DEVICES), c10d rendezvous on localhost"
@@ -124,12 +125,16 @@ twonode() {
   agents cap 29541 TORCHRUN -m cgtool capture "$R/sample_workloads/tp_mlp.py" -o bundle --force
   agents tr 29542 TORCHRUN -m cgtool trace "$R/sample_workloads/tp_mlp.py" --replays 5 -o trace.json.gz --force
   agents rec 29543 python3 -m cgtool record -o rec --force -- TORCHRUN "$R/$P"
-  for k in 0 1; do find "$N2/node$k" -maxdepth 3 | head -n 20; done
-  "${CHK[@]}" ranks "$N2/node0" "$N2/node1"
-  run 40 "${CG[@]}" topo "$N2"
-  run 40 "${CG[@]}" deps "$N2" --json "$N2/deps.json" --force
-  run 60 "${CG[@]}" report "$N2/node0/rec" "$N2/node1/rec" -o "$N2/report.html" --force -q
-  mkdir -p "$PACK/twonode"; cp -r "$N2"/node* "$PACK/twonode/" 2>/dev/null
+  find "$N2" | sort | head -n 40
+  "${CHK[@]}" ranks bundle "$N2/cap/node0" "$N2/cap/node1"
+  "${CHK[@]}" ranks trace "$N2/tr/node0" "$N2/tr/node1"
+  "${CHK[@]}" ranks record "$N2/rec/node0" "$N2/rec/node1" "$N2/logs/rec.node0.out" "$N2/logs/rec.node1.out"
+  step "both nodes' folders read as one run"
+  run 40 "${CG[@]}" topo "$N2/cap"
+  run 40 "${CG[@]}" deps "$N2/tr" --json "$N2/deps.json" --force && "${CHK[@]}" trace "$N2/tr" 5 && "${CHK[@]}" nccl "$N2/tr" "$N2/deps.json"
+  run 60 "${CG[@]}" report "$N2/rec/node0/rec" "$N2/rec/node1/rec" -o "$N2/report.html" --force -q
+  mkdir -p "$PACK/twonode"; cp -r "$N2/cap" "$N2/tr" "$N2/rec" "$N2/logs" "$PACK/twonode/" 2>/dev/null
+  [ -f "$N2/deps.json" ] && gzip -c "$N2/deps.json" > "$PACK/twonode/deps.json.gz"
 }
 step "stage 3: two lanes: two nodes | pytest -m gpu2"
 ( twonode > "$W/lane_2n.log" 2>&1 ) &
@@ -139,5 +144,5 @@ for l in 2n py; do echo; echo "########## lane $l"; cat "$W/lane_$l.log"; done
 pack
 step "sizes"; du -sh "$PACK"/* "$OUT/two_gpus.tgz"
 echo "===== CHECK tally (at $(( $(date +%s) - T0 )) s)"
-grep -h "^CHECK" "$W"/lane_*.log | sed 's/^\(CHECK [^:]*: [A-Z]*\).*/\1/' | awk '{print $NF}' | sort | uniq -c
+grep -h "^CHECK" "$W"/lane_*.log | grep -oE ": (OK|FAIL)" | sort | uniq -c
 grep -h "^CHECK.*FAIL" "$W"/lane_*.log | head -40

@@ -35,7 +35,7 @@ def test_trace_with_one_connection_on_two_ranks(tmp_path: Path) -> None:
     pytest.importorskip("cupti")
     p = subprocess.run([sys.executable, "-m", "cgtool", "trace", str(ROOT / "sample_workloads" / "tp_mlp.py"),
                         "--nproc-per-node", "2", "--max-connections", "1", "--replays", "4", "-o", "tpt"],
-                       cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+                       cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, p.stderr[-3000:]
     for r in (0, 1):
         doc = _load(tmp_path / f"tpt.rank{r}")
@@ -55,7 +55,7 @@ def test_record_of_an_nccl_all_reduce_in_a_graph(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "cgtool", "record", "-o", str(out), "--", sys.executable, "-m",
                         "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29561",
                         str(ROOT / "tests" / "programs" / "nccl_in_graph.py")],
-                       cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+                       cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, p.stderr[-3000:]
     results = {r["rank"]: r for r in (json.loads(ln[7:]) for ln in p.stdout.splitlines() if ln.startswith("RESULT "))}
     assert sorted(results) == [0, 1]

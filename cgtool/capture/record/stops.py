@@ -54,6 +54,19 @@ def nccl_kernels(doc: dict[str, Any] | None) -> list[str]:
             if "nccl" in str(n.get("kernel_name") or "").lower()]
 
 
+#: torch's launchers: their workers are the ranks, each watched itself; the launcher never launches a graph.
+LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def is_launcher() -> bool:
+    """This process is torchrun's agent (``torchrun``, ``python -m torch.distributed.run``)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(spec, "name", None) in LAUNCHERS:
+        return True
+    argv0 = sys.argv[0] if sys.argv else ""
+    return os.path.basename(argv0) == "torchrun" or argv0.replace(os.sep, "/").endswith("torch/distributed/run.py")
+
+
 def drop_empty_stack_files(out: str | os.PathLike[str]) -> int:
     """Remove the ``stacks.txt`` that stayed empty in the process folders of a recording (run by the
     launcher once the program's processes have ended: a process must open the file before any signal,
@@ -96,7 +109,8 @@ class Stops:
     def install(self) -> None:
         """Register the dumps (after the recorder's own signal handlers) and start the watchdog."""
         try:
-            self.file = open(os.path.join(self.rec.out_dir, STACK_FILE), "a")
+            # open to the process's end: faulthandler writes to its descriptor from a signal handler
+            self.file = open(os.path.join(self.rec.out_dir, STACK_FILE), "a")  # noqa: SIM115
         except OSError:
             return
         for name in SIGNALS:
@@ -141,7 +155,7 @@ class Stops:
             with tr.lock:
                 counts = tr.all_launches()
                 live = {h: r for h, r in tr.by_exec.items()}
-        except Exception:
+        except Exception:  # noqa: BLE001  (on the watchdog thread and in index writes: never stop the program)
             return
         for h, c in counts.items():
             if c != self._counts.get(h, 0) and h in live:
@@ -169,6 +183,8 @@ class Stops:
         while not self._stop.wait(poll):
             self.observe()
             token = self._progress_token()
+            if token == (0, 0, 0) and is_launcher():
+                continue  # torchrun's agent waits for its ranks, which are watched themselves
             if token != self._token:
                 self._token, self._progress_at, stalled = token, time.monotonic(), False
                 faulthandler.dump_traceback_later(s, repeat=False, file=f)  # re-armed: S from now
@@ -190,8 +206,9 @@ class Stops:
         def destroy_process_group(*args: Any, **kw: Any) -> Any:
             try:
                 stops.before_destroy(sys._getframe(1))
-            except Exception:
-                pass
+            except Exception as e:  # noqa: BLE001  (the program's own call runs, whatever noting it met)
+                stops.destroy = {"site": None, "returned": False, "live_nccl_graphs": None,
+                                 "note_failed": f"{type(e).__name__}: {e}"}
             out = real(*args, **kw)
             if stops.destroy is not None:
                 stops.destroy["returned"] = True
