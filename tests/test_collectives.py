@@ -2,9 +2,10 @@
 raw chrome events: each replay's kernels painted on a 1 ns grid (numpy booleans), no interval logic
 shared with cgtool, and the rank files read with json alone.
 
-Data: tests/data/tp_mlp_2gpu/traces (two H200s; an all-reduce at the end of a GEMM chain) and, where
-present, tests/data/two_gpus/*/traces* (two H100s, scripts/gpu/two_gpus.sh; nccl_in_graph.py runs a
-GEMM on a side stream beside its all-reduce)."""
+Data: tests/data/tp_mlp_2gpu/traces (two H200s; an all-reduce at the end of a GEMM chain) and
+tests/data/two_gpus/ (two H200s, scripts/gpu/two_gpus.sh): {tp_mlp,nig}/traces{,_mc1} (nccl_in_graph.py
+runs a GEMM on a side stream beside its all-reduce; _mc1: CUDA_DEVICE_MAX_CONNECTIONS=1) and
+twonode/tr (two simulated nodes, one rank each, their folders node0/ and node1/ read as one run)."""
 
 from __future__ import annotations
 
@@ -19,16 +20,25 @@ from cgtool.artifacts.trace import load_trace
 from cgtool.inspect.collectives import collective_figures, intersection_length, union_length
 
 DATA = Path(__file__).parent / "data"
-SETS = [DATA / "tp_mlp_2gpu" / "traces"] + sorted(p for p in (DATA / "two_gpus").glob("*/traces*") if p.is_dir())
+SETS = [DATA / "tp_mlp_2gpu" / "traces"] + sorted(p for p in (DATA / "two_gpus").glob("*/traces*") if p.is_dir()) + [
+    DATA / "two_gpus" / "twonode" / "tr"]
+
+
+def _rank_files(folder: Path) -> list[Path]:
+    """The per-rank files of a folder and its subfolders (a node's folder each)."""
+    return sorted(p for p in folder.rglob("*") if ".rank" in p.name and p.is_file())
+
+
+def test_the_two_gpu_data_is_there() -> None:
+    assert len(SETS) == 6 and all(len(_rank_files(f)) == 2 for f in SETS)
 
 
 def _raw(folder: Path) -> dict[int, dict]:
     out = {}
-    for p in sorted(folder.iterdir()):
-        if ".rank" in p.name:
-            raw = p.read_bytes()
-            d = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-            out[d["cgtool"]["rank"]] = d
+    for p in _rank_files(folder):
+        raw = p.read_bytes()
+        d = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        out[d["cgtool"]["rank"]] = d
     return out
 
 
@@ -58,7 +68,7 @@ def test_nccl_figures_agree_with_the_raw_events(folder: Path) -> None:
     raw = _raw(folder)
     figs = collective_figures({r: load_trace(p) for r, p in
                                ((json.loads(gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes())
-                                 ["cgtool"]["rank"], p) for p in sorted(folder.iterdir()) if ".rank" in p.name)})
+                                 ["cgtool"]["rank"], p) for p in _rank_files(folder))})
     assert sorted(figs.ranks) == sorted(raw) == [0, 1]
     mine = {r: _independent(d) for r, d in raw.items()}
     for r, gs in figs.ranks.items():

@@ -167,3 +167,20 @@ def test_only_stack_files_with_a_dump_stay(tmp_path: Path) -> None:
     assert drop_empty_stack_files(tmp_path) == sum(1 for s in sizes.values() if s == 0)
     assert sorted(p.parent.name for p in tmp_path.glob(f"*/{STACK_FILE}")) == [n for n, s in sizes.items() if s]
     assert drop_empty_stack_files(tmp_path / "missing") == 0
+
+
+@pytest.mark.parametrize(("argv", "launcher"), [
+    (["/venv/bin/python3", "-m", "torch.distributed.run", "--nproc-per-node", "2", "prog.py"], True),
+    (["python3", "-u", "-X", "dev", "-m", "torch.distributed.launch", "prog.py"], True),
+    (["python3", "-mtorch.distributed.run", "prog.py"], True),
+    (["/venv/bin/python3", "/venv/bin/torchrun", "--nproc-per-node", "2", "prog.py"], True),
+    (["python3", "/venv/lib/python3.12/site-packages/torch/distributed/run.py", "prog.py"], True),
+    (["python3", "-u", "prog.py", "-m", "torch.distributed.run"], False),  # the program's own arguments
+    (["python3", "-m", "cgtool", "trace", "torchrun"], False),
+    (["python3", "-X", "torchrun", "prog.py"], False),
+    (["python3"], False),
+])
+def test_torchruns_agent_is_told_from_its_command_line(argv: list[str], launcher: bool) -> None:
+    from cgtool.capture.record.stops import is_launcher
+
+    assert is_launcher(argv) is launcher

@@ -58,13 +58,32 @@ def nccl_kernels(doc: dict[str, Any] | None) -> list[str]:
 LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch")
 
 
-def is_launcher() -> bool:
-    """This process is torchrun's agent (``torchrun``, ``python -m torch.distributed.run``)."""
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if getattr(spec, "name", None) in LAUNCHERS:
-        return True
-    argv0 = sys.argv[0] if sys.argv else ""
-    return os.path.basename(argv0) == "torchrun" or argv0.replace(os.sep, "/").endswith("torch/distributed/run.py")
+#: Python's options that take a value as the next argument (``-X dev``, ``-W error``).
+_VALUE_OPTIONS = ("-X", "-W", "-Q")
+
+
+def is_launcher(argv: list[str] | None = None) -> bool:
+    """This process is torchrun's agent (``torchrun ...``, ``python -m torch.distributed.run ...``),
+    from the interpreter's own command line (``sys.orig_argv``): ``sys.argv`` and ``__main__`` only
+    say so once ``-m``'s module has been imported, seconds after the recorder started (torch)."""
+    args = list(getattr(sys, "orig_argv", sys.argv)) if argv is None else argv
+    i = 1
+    while i < len(args):
+        a = args[i]
+        if a == "-m":
+            return i + 1 < len(args) and args[i + 1] in LAUNCHERS
+        if a.startswith("-m") and len(a) > 2:
+            return a[2:] in LAUNCHERS
+        if a in _VALUE_OPTIONS:
+            i += 2
+            continue
+        if a.startswith("-") and a != "-":
+            i += 1
+            continue
+        path = a.replace(os.sep, "/")  # the script: the console script, or the module's file
+        return os.path.basename(path) == "torchrun" or path.endswith(("torch/distributed/run.py",
+                                                                      "torch/distributed/launch.py"))
+    return False
 
 
 def drop_empty_stack_files(out: str | os.PathLike[str]) -> int:
@@ -104,6 +123,7 @@ class Stops:
         self._progress_at = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._launcher = is_launcher()
 
     # ------------------------------------------------------------------ setup
     def install(self) -> None:
@@ -139,6 +159,7 @@ class Stops:
         """A fork's child dumps into its own folder (and watches itself)."""
         self.destroy, self.hangs, self._counts, self._last, self._token = None, 0, {}, None, None
         self.signals = []
+        self._launcher = False  # a fork of torchrun's agent is one of its workers
         self._stop = threading.Event()
         self.install()
 
@@ -183,7 +204,7 @@ class Stops:
         while not self._stop.wait(poll):
             self.observe()
             token = self._progress_token()
-            if token == (0, 0, 0) and is_launcher():
+            if token == (0, 0, 0) and self._launcher:
                 continue  # torchrun's agent waits for its ranks, which are watched themselves
             if token != self._token:
                 self._token, self._progress_at, stalled = token, time.monotonic(), False
