@@ -11,6 +11,7 @@
 * **No progress** (``--hang-after S``): a thread re-arms :func:`faulthandler.dump_traceback_later`
   whenever the process makes progress (a graph captured, instantiated or launched); S seconds
   without any write the stacks under a ``Timeout (0:00:S)!`` line, and the process runs on.
+  torchrun's agent is not watched until it makes a graph (:func:`is_launcher`): its ranks are.
 * **``torch.distributed.destroy_process_group()``** is wrapped: before the real call, the graphs
   still alive that hold NCCL kernels are noted and the index is written at once, so a teardown that
   hangs there (an NCCL communicator destroyed under a live graph that holds its kernels,
