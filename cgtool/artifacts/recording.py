@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cgtool.artifacts.jsonio import load_json
-from cgtool.artifacts.stacks import Dump, read as read_stacks
+from cgtool.artifacts.stacks import Dump
+from cgtool.artifacts.stacks import read as read_stacks
 from cgtool.errors import InvalidInputError
 
 INDEX = "index.json"
