@@ -184,3 +184,48 @@ def test_torchruns_agent_is_told_from_its_command_line(argv: list[str], launcher
     from cgtool.capture.record.stops import is_launcher
 
     assert is_launcher(argv) is launcher
+
+
+#: A stand-in torchrun: its module takes seconds to import (torch does), then it runs the program as
+#: rank 0, waits for it, and passes SIGTERM on to it (as torchrun stops its workers).
+RUN_PY = '''\
+import os, signal, subprocess, sys, time
+time.sleep(1.5)  # torch's import: sys.argv[0] is "-m" and __main__ is not this module yet
+if __name__ == "__main__":
+    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+    child = subprocess.Popen([sys.executable, sys.argv[-1]], env=env)
+    signal.signal(signal.SIGTERM, lambda s, f: child.send_signal(signal.SIGTERM))
+    sys.exit(child.wait())
+'''
+
+
+def test_torchruns_agent_is_not_watched_but_its_rank_is(tmp_path: Path) -> None:
+    site = fake_site(str(tmp_path / "site-packages"))
+    for rel, text in {**TORCH, "torch/distributed/run.py": RUN_PY}.items():
+        (Path(site) / rel).parent.mkdir(parents=True, exist_ok=True)
+        (Path(site) / rel).write_text(text)
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROG)
+    out = tmp_path / "rec"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, str(ROOT)]), CGTOOL_RECORD_SUBSCRIBER="cupti-python")
+    p = subprocess.Popen([sys.executable, "-c", RECORD_DRIVER, "record", "-o", str(out), "--hang-after", "1", "--",
+                          "python", "-m", "torch.distributed.run", str(prog)], env=env, cwd=tmp_path,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def dumps() -> dict[str, str]:
+            return {f.parent.name: f.read_text() for f in out.glob("p*/stacks.txt") if f.exists()}
+        assert _wait_for(lambda: any(t.startswith("Timeout") for t in dumps().values()), 60), "no stall dumped"
+        time.sleep(3)  # the agent, had it been watched, would have had 3 s more than --hang-after to dump
+        stalled = {k for k, t in dumps().items() if "Timeout (" in t}
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    tree = json.loads((out / "index.json").read_text())
+    procs = {f"p{x['pid']}": x for x in tree["processes"] if x.get("followed")}
+    agent = [k for k, x in procs.items() if "torch.distributed.run" in x["argv"]]
+    ranks = [k for k in procs if k not in agent]
+    assert len(agent) == 1 and len(ranks) == 1, procs
+    assert stalled == set(ranks)
