@@ -1,8 +1,9 @@
 """Two GPUs, NCCL (run on a 2-GPU machine: `pytest -m gpu2 tests/gpu/test_two_gpus.py`).
 
-`cgtool trace --nproc-per-node 2 --max-connections 1` on the tensor-parallel sample (the command that
-exited 2 once the per-rank traces were written), and `cgtool record` of an NCCL all-reduce captured in
-a graph under torchrun, each checked against what the ranks report about themselves.
+`cgtool trace --nproc-per-node 2 --max-connections 1` on the tensor-parallel sample (each rank sets
+the connections before its CUDA starts and reports to rank 0 over the workload's process group), and
+`cgtool record` of an NCCL all-reduce captured in a graph under torchrun, each checked against what the
+ranks report about themselves. Passed on 2 H200s (scripts/gpu/two_gpus.sh, tests/data/two_gpus).
 """
 
 from __future__ import annotations
