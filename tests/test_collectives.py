@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -124,3 +125,29 @@ def test_deps_on_a_rank_folder_reports_the_nccl_figures(run_cli, data_dir: Path,
     for r, d in raw.items():
         want = _independent(d)
         assert doc["ranks"][str(r)][0]["nccl_share"] == pytest.approx(np.mean([x["share"] for x in want]), rel=0.01)
+
+
+def test_report_on_a_rank_folder_shows_the_nccl_figures(run_cli, tmp_path: Path) -> None:
+    folder = DATA / "two_gpus" / "nig" / "traces"  # a side-stream GEMM overlaps the all-reduce: overlap > 0
+    out = tmp_path / "r.html"
+    rc, _text, err = run_cli("report", folder, "-o", out, "-q")
+    assert rc == 0, err
+    page = out.read_text()
+    sec = page[page.index("<section class=collectives>"):]
+    sec = sec[: sec.index("</section>")]
+    rows = {int(m[0]): m[1:] for m in re.findall(
+        r"<tr><td>(\d+)<td class=num>\d+<td class=num>(\d+)<td class=num>[\d.]+<td class=num>[\d.]+"
+        r"<td class=num>([\d.]+)%<td class=num>([\d.]+)%", sec)}
+    raw = _raw(folder)
+    assert sorted(rows) == sorted(raw) == [0, 1]
+    for r, d in raw.items():
+        want = _independent(d)
+        replays, share, overlap = rows[r]
+        assert int(replays) == len(want)
+        assert float(share) == pytest.approx(100 * np.mean([x["share"] for x in want]), abs=0.051)
+        assert float(overlap) == pytest.approx(100 * np.mean([x["overlap"] for x in want]), abs=0.051)
+    assert float(overlap) > 0
+    per = [max(_independent(raw[q])[i]["rel"] for q in raw) - min(_independent(raw[q])[i]["rel"] for q in raw)
+           for i in range(len(_independent(raw[0])))]
+    shown = re.search(r"per replay: ([\d., ]+) µs", sec)
+    assert shown and [float(x) for x in shown[1].split(", ")] == pytest.approx(per, abs=0.051)
