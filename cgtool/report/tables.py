@@ -16,8 +16,7 @@ from rich.text import Text
 from cgtool.artifacts.bench import BenchResults
 from cgtool.inspect.benchstats import Judgement, Verdict
 from cgtool.inspect.documents import tracer_note
-from cgtool.inspect.figures import Figures
-from cgtool.inspect.results import DepKind, DepsResult, Lane, MatchKind
+from cgtool.inspect.results import DepKind, DepsResult, Figures, Lane, MatchKind
 from cgtool.report import words
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.names import short_name, template_name
