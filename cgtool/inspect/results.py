@@ -32,7 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from cgtool.inspect.match import Certainty
+
+class Certainty(str, Enum):
+    """How sure a node assignment (and so a verdict) is."""
+
+    EXACT = "exact"  # the trace names the node of every event (graph node ids)
+    UNIQUE = "inferred-unique"  # no ids, but exactly one assignment is consistent
+    INVARIANT = "inferred-invariant"  # several assignments are consistent; the verdict is the same under all
+    UNDECIDED = "undecided"  # several assignments are consistent and they disagree on the verdict
 
 
 class DepKind(str, Enum):
@@ -103,7 +110,7 @@ class Finding:
     wait_us: float = 0.0  # total time B sat ready, over all occurrences (fake ones)
     before_name: str = ""
     after_name: str = ""
-    certainty: str = Certainty.EXACT.value  # how the events were matched to nodes (match.Certainty)
+    certainty: str = Certainty.EXACT.value  # how the events were matched to nodes (Certainty)
     assignments: int = 1  # consistent assignments of the replays' events to nodes
     saving_us: float | None = None  # estimated span saved per replay without this serialization
 
