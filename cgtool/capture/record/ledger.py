@@ -12,26 +12,24 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from cgtool.artifacts.recording import GraphEntry, GraphMemory, MemoryLedger, PoolBytes, TracedLaunch as LaunchEntry
 from cgtool.capture.record import attribution
 
 if TYPE_CHECKING:
     from cgtool.capture.record.tracker import GraphRecord, TracedLaunch
 
-#: The schema of a process's index.json (the tree's is ``tree.TREE_SCHEMA``).
-RECORD_SCHEMA_VERSION = 1
-
-
-def ledger(graphs: list[GraphRecord]) -> dict[str, Any]:
-    """Bytes reserved per pool (torch's allocator segments) and per graph, against the peak."""
+def ledger(graphs: list[GraphRecord]) -> MemoryLedger | None:
+    """Bytes reserved per pool (torch's allocator segments) and per graph, against the peak (None in a
+    process without CUDA through torch)."""
     torch = sys.modules.get("torch")  # a program that never imported torch has no pools to report
     try:
         if torch is None or not torch.cuda.is_initialized():
-            return {}
+            return None
         segs = torch.cuda.memory_snapshot()
         peak = int(torch.cuda.max_memory_reserved())
         reserved = int(torch.cuda.memory_reserved())
     except Exception as e:
-        return {"error": f"{type(e).__name__}: {e}"}
+        return MemoryLedger(error=f"{type(e).__name__}: {e}")
     pools: dict[str, int] = {}
     for s in segs:
         pid = s.get("segment_pool_id")
@@ -43,18 +41,18 @@ def ledger(graphs: list[GraphRecord]) -> dict[str, Any]:
     for r in graphs:
         if r.pool is not None:
             graphs_of.setdefault(f"{r.pool[0]},{r.pool[1]}", []).append(r.seq)
-    return {
-        "pools": [{"pool": k, "bytes_reserved": v, "graphs": graphs_of.get(k, [])} for k, v in sorted(pools.items())],
-        "graphs": [{"seq": r.seq, "pool": None if r.pool is None else f"{r.pool[0]},{r.pool[1]}",
-                    "reserved_during_capture": r.reserved_during_capture} for r in graphs],
-        "bytes_held_by_graph_pools": sum(pools.values()),
-        "bytes_reserved_at_exit": reserved,
-        "peak_bytes_reserved": peak,
-        "note": "pool bytes are torch's allocator segments tagged with the pool at exit; "
+    return MemoryLedger(
+        pools=[PoolBytes(pool=k, bytes_reserved=v, graphs=graphs_of.get(k, [])) for k, v in sorted(pools.items())],
+        graphs=[GraphMemory(seq=r.seq, pool=None if r.pool is None else f"{r.pool[0]},{r.pool[1]}",
+                            reserved_during_capture=r.reserved_during_capture) for r in graphs],
+        bytes_held_by_graph_pools=sum(pools.values()),
+        bytes_reserved_at_exit=reserved,
+        peak_bytes_reserved=peak,
+        note="pool bytes are torch's allocator segments tagged with the pool at exit; "
         "reserved_during_capture is the memory the process took from CUDA while the graph was captured "
         "(cudaMalloc and cuMemCreate, less what was freed; for torch's allocator, the growth of its "
         "reserved memory)",
-    }
+    )
 
 
 def _launch_site(t: TracedLaunch) -> str | None:
@@ -66,22 +64,20 @@ def _launch_site(t: TracedLaunch) -> str | None:
     return site  # type: ignore[return-value]
 
 
-def graph_entry(r: GraphRecord, replays: int, coverage: Any = None) -> dict[str, Any]:
-    g: dict[str, Any] = {
-        "label": r.label, "file": r.file, "exec_graph_id": r.exec_graph_id,
-        "template_graph_id": r.template_graph_id, "nodes": r.nodes, "captured_at": r.captured_at,
-        "capture_s": r.capture_s, "instantiate_s": r.instantiate_s, "export_s": r.export_s,
-        "write_s": r.write_s, "recorder_s": dict(r.recorder_s),
-        "reserved_during_capture": r.reserved_during_capture,
-        "pool": None if r.pool is None else f"{r.pool[0]},{r.pool[1]}",
-        "replays": replays, "replays_complete": not r.suspended_replays,
-        "traced_replays": len(r.traced), "compiled_code": r.compiled,
-        "capture_inputs": r.shapes,
-        "time_since_start_s": r.since_start_s,
-        "traced_launches": [{"correlation": t.correlation, "launch_seq": t.launch_seq, "site": _launch_site(t)}
-                            for t in r.traced],
-    }
-    if coverage is not None:
-        g["kernel_ns"] = coverage.graph_ns.get(r.exec_graph_id, 0)
-        g["kernels"] = coverage.graph_kernels.get(r.exec_graph_id, 0)
-    return g
+def graph_entry(r: GraphRecord, replays: int, coverage: Any = None) -> GraphEntry:
+    return GraphEntry(
+        label=r.label, file=r.file, exec_graph_id=r.exec_graph_id,
+        template_graph_id=r.template_graph_id, nodes=r.nodes, captured_at=r.captured_at,
+        capture_s=r.capture_s, instantiate_s=r.instantiate_s, export_s=r.export_s,
+        write_s=r.write_s, recorder_s=dict(r.recorder_s),
+        reserved_during_capture=r.reserved_during_capture,
+        pool=None if r.pool is None else f"{r.pool[0]},{r.pool[1]}",
+        replays=replays, replays_complete=not r.suspended_replays,
+        traced_replays=len(r.traced), compiled_code=r.compiled,
+        capture_inputs=r.shapes,
+        time_since_start_s=r.since_start_s,
+        traced_launches=[LaunchEntry(correlation=t.correlation, launch_seq=t.launch_seq, site=_launch_site(t))
+                         for t in r.traced],
+        kernel_ns=coverage.graph_ns.get(r.exec_graph_id, 0) if coverage is not None else None,
+        kernels=coverage.graph_kernels.get(r.exec_graph_id, 0) if coverage is not None else None,
+    )

@@ -25,11 +25,12 @@ from typing import Any
 
 from cgtool.capture.record import attribution
 from cgtool.capture.record.coverage import Coverage
-from cgtool.capture.record.ledger import RECORD_SCHEMA_VERSION, graph_entry, ledger
+from cgtool.artifacts.recording import PROCESS_SCHEMA, CompileNotes, MemoryLedger, ProcessIndex, write_atomic
+from cgtool.capture.record.ledger import graph_entry, ledger
 from cgtool.capture.record.options import RecordOptions
 from cgtool.capture.record.subscription import RecordSetupError, Subscription
 from cgtool.capture.record.tracker import GraphRecord, GraphTracker
-from cgtool.capture.record.writer import Writer, write_json
+from cgtool.capture.record.writer import Writer
 
 __all__ = ["GraphRecord", "ProcessInfo", "RecordSetupError", "Recorder"]
 
@@ -264,9 +265,9 @@ class Recorder:
             return False
         return w.flush(timeout)
 
-    def write_index(self, *, finished: bool, exit_code: int | None = None, ledger_doc: dict[str, Any] | None = None,
+    def write_index(self, *, finished: bool, exit_code: int | None = None, ledger_doc: MemoryLedger | None = None,
                     trace: str | None = None) -> None:
-        write_json(os.path.join(self.out_dir, "index.json"),
+        write_atomic(os.path.join(self.out_dir, "index.json"),
                    index_document(self, finished=finished, exit_code=exit_code, ledger_doc=ledger_doc, trace=trace))
 
     def finish(self, exit_code: int | None, how: str | None = None) -> None:
@@ -303,7 +304,7 @@ class Recorder:
                 doc["cgtool"]["record"]["kernel_ns"] = self.coverage.graph_ns.get(rec.exec_graph_id, 0)
             if doc["cgtool"]["record"]["replays"] != rec.replays or self.coverage is not None:
                 doc["cgtool"]["record"]["replays"] = rec.replays
-                write_json(os.path.join(self.out_dir, rec.file), doc)
+                write_atomic(os.path.join(self.out_dir, rec.file), doc)
         trace_file = None
         if self.options.trace_replays > 0:
             trace_file = write_trace(self, [docs[r.seq] for r in tr.graphs if r.seq in docs])
@@ -316,7 +317,7 @@ class Recorder:
 
 
 def index_document(rec: Recorder, *, finished: bool, exit_code: int | None = None,
-                   ledger_doc: dict[str, Any] | None = None, trace: str | None = None) -> dict[str, Any]:
+                   ledger_doc: MemoryLedger | None = None, trace: str | None = None) -> ProcessIndex:
     """The process's index.json from the recorder's state."""
     tracker = rec.tracker
     with tracker.lock:
@@ -336,37 +337,37 @@ def index_document(rec: Recorder, *, finished: bool, exit_code: int | None = Non
     if rec.sub.counts_in_c:
         launches += sum(stats.get((tracker._D_DRV, c), [0])[0] for c in rec.sub.drv_launch)
     info = rec.info
-    return {
-        "cgtool_record": RECORD_SCHEMA_VERSION,
-        "program": list(info.argv),
-        "pid": info.pid,
-        "parent": info.parent,
-        "started_as": info.started_as,
-        "started": rec.started,
-        "finished": finished,
-        "exit_code": exit_code,
-        "exit": rec.exit_note,
-        "rank": info.rank,
-        "local_rank": info.local_rank,
-        "world_size": info.world_size,
-        "cuda": info.cuda_note,
-        "graphs": graphs,
-        "compile": {"cudagraph_skips": list(rec.skips),
-                    "graphs_from_compiled_code": [g["label"] for g in graphs if g["compiled_code"]]},
-        "coverage": cov.summary({r.exec_graph_id for r in tracker.graphs}) if cov is not None else None,
-        "ledger": ledger_doc,
-        "trace": trace,
-        "suspended": list(rec.suspensions),
-        "children": list(info.children.values()),
-        "recorder_errors": errors,
-        "subscriber": rec.sub.how or None,
-        "callback_stats": {f"{d}/{c}": {"calls": v[0], "s_inside": v[1] / 1e9} for (d, c), v in sorted(stats.items())},
-        "launch_callbacks": launches,
-        "launches_in_python": tracker.launch_seq,
-        "recorder_timings": {**rec.timings, **rec.sub.timings, **tracker.exec_totals()},
-        "timeline": dict(rec.timeline),
-        "layout": getattr(rec.sub.layout, "offsets", None),
-    }
+    return ProcessIndex(
+        cgtool_record=PROCESS_SCHEMA,
+        program=list(info.argv),
+        pid=info.pid,
+        parent=info.parent,
+        started_as=info.started_as,
+        started=rec.started,
+        finished=finished,
+        exit_code=exit_code,
+        exit=rec.exit_note,
+        rank=info.rank,
+        local_rank=info.local_rank,
+        world_size=info.world_size,
+        cuda=info.cuda_note,
+        graphs=graphs,
+        compile=CompileNotes(cudagraph_skips=list(rec.skips),
+                             graphs_from_compiled_code=[g.label for g in graphs if g.compiled_code]),
+        coverage=cov.summary({r.exec_graph_id for r in tracker.graphs}) if cov is not None else None,
+        ledger=ledger_doc,
+        trace=trace,
+        suspended=list(rec.suspensions),
+        children=list(info.children.values()),
+        recorder_errors=errors,
+        subscriber=rec.sub.how or None,
+        callback_stats={f"{d}/{c}": {"calls": v[0], "s_inside": v[1] / 1e9} for (d, c), v in sorted(stats.items())},
+        launch_callbacks=launches,
+        launches_in_python=tracker.launch_seq,
+        recorder_timings={**rec.timings, **rec.sub.timings, **tracker.exec_totals()},
+        timeline=dict(rec.timeline),
+        layout=getattr(rec.sub.layout, "offsets", None),
+    )
 
 
 def write_trace(rec: Recorder, docs: list[dict[str, Any]]) -> str | None:
@@ -382,5 +383,5 @@ def write_trace(rec: Recorder, docs: list[dict[str, Any]]) -> str | None:
             "CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
             "environment": docs[0]["cgtool"]["environment"] if docs else {}}
     trace = build_trace(cov.records, graphs=docs, meta=meta)
-    write_json(os.path.join(rec.out_dir, "trace.json"), trace)
+    write_atomic(os.path.join(rec.out_dir, "trace.json"), trace)
     return "trace.json"

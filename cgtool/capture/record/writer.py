@@ -25,22 +25,11 @@ import threading
 import time
 from typing import Any, Callable
 
+from cgtool.artifacts.recording import write_atomic
 from cgtool.capture.record import attribution
 from cgtool.capture.record.tracker import GraphJob, GraphTracker
 
 _MAX_DEFER_S = 2.0
-
-
-def write_json(path: str, doc: Any) -> None:
-    """``doc`` as JSON at ``path``, replaced at once (a reader never sees half a file)."""
-    # msgspec's encoder: a graph's export is written while the program runs, and json.dump (which
-    # encodes in Python, chunk by chunk, when writing to a file) took milliseconds per graph.
-    import msgspec
-
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(msgspec.json.encode(doc))
-    os.replace(tmp, path)
 
 
 class Writer:
@@ -257,7 +246,7 @@ class Writer:
         timings["capture_s"] = rec.capture_s
         timings["instantiate_s"] = rec.instantiate_s
         pause()
-        write_json(os.path.join(self.out_dir, rec.file), data)
+        write_atomic(os.path.join(self.out_dir, rec.file), data)
         self.docs[rec.seq] = data
         rec.write_s = time.perf_counter() - t0
         rec.written = True
