@@ -78,7 +78,9 @@ def deps(
     if json_out is not None:  # built only when asked for: a trace may hold 100,000s of replays
         from cgtool.artifacts.jsonio import write_json
 
-        write_json(json_out, _deps_json(runs, compared), force=force)
+        from cgtool.inspect.documents import deps_document
+
+        write_json(json_out, deps_document(runs, compared), force=force)
         wrote(json_out)
     if annotate is not None:
         from cgtool.artifacts.jsonio import write_json
@@ -124,26 +126,6 @@ def _deps_show(con: Any, runs: list[Any], graph: list[Path], compare: Optional[P
     compared = compare_traces(runs[0].result, other.result, str(runs[0].path), str(compare))
     compare_report(con, compared)
     return compared
-
-
-def _deps_json(runs: list[Any], compared: dict[str, Any] | None) -> dict[str, Any]:
-    from cgtool.inspect.documents import deps_doc
-
-    def doc(run: Any) -> dict[str, Any]:
-        d = deps_doc(run.result, run.overhead)
-        if len(runs) > 1:  # which file each is (one trace's document is the same whatever its path)
-            d["trace"] = str(run.path)
-        d["graphs"] = {str(gid): run.result.figures(gid).to_json() for gid in run.result.graphs}
-        return d
-
-    if len(runs) == 1:
-        d = doc(runs[0])
-        if compared is not None:
-            d["compare"] = compared
-        return d
-    if all(r.rank is not None and r.process is None for r in runs):
-        return {"schema_version": 2, "ranks": {str(r.rank): doc(r) for r in runs}}
-    return {"schema_version": 2, "traces": {r.label: doc(r) for r in runs}}
 
 
 def topo(
