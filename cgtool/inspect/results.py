@@ -244,8 +244,10 @@ class Figures:
         return d
 
 
-@dataclass
+@dataclass(frozen=True)
 class DepsResult:
+    """What ``deps.analyze`` found, built once (frozen): nothing changes it afterwards."""
+
     lane: Lane
     match: MatchKind
     tolerance_us: float
