@@ -73,8 +73,12 @@ def deps(
     if len(runs) > 1 and (annotate or compare):
         raise UsageError(f"{_path(trace)} holds {len(runs)} traces; --annotate and --compare take one: pick it with "
                          "--rank/--process, or pass one trace file.")
-    con = console_for(json_out, annotate)
-    compared = _deps_show(con, runs, graph or [], compare, tolerance_us, top, max_bytes, max_connections)
+    compared = None
+    if compare is not None:
+        from cgtool.inspect.files import compare_run
+
+        compared = compare_run(runs[0], compare, graph or [], tolerance_us=tolerance_us, max_bytes=max_bytes)
+    _deps_show(console_for(json_out, annotate), runs, compared, top)
     if json_out is not None:  # built only when asked for: a trace may hold 100,000s of replays
         from cgtool.artifacts.jsonio import write_json
 
@@ -105,8 +109,7 @@ def deps(
                               f"--fail-on-fake {fail_on_fake}.")
 
 
-def _deps_show(con: Any, runs: list[Any], graph: list[Path], compare: Optional[Path], tolerance_us: float, top: int,
-               max_bytes: int | None, max_connections: Optional[int]) -> dict[str, Any] | None:
+def _deps_show(con: Any, runs: list[Any], compared: dict[str, Any] | None, top: int) -> None:
     from cgtool.report.tables import compare_report, deps_ranks_table, deps_report, show
 
     for run in runs:
@@ -117,15 +120,8 @@ def _deps_show(con: Any, runs: list[Any], graph: list[Path], compare: Optional[P
         ranked = {r.rank: r.result for r in runs if r.rank is not None}
         if len(ranked) == len(runs):
             show(con, deps_ranks_table(ranked))
-    if compare is None:
-        return None
-    from cgtool.inspect.deps import compare_traces
-    from cgtool.inspect.files import deps_runs
-
-    (other,) = deps_runs(compare, graph or [], tolerance_us=tolerance_us, max_bytes=max_bytes)  # its own setting
-    compared = compare_traces(runs[0].result, other.result, str(runs[0].path), str(compare))
-    compare_report(con, compared)
-    return compared
+    if compared is not None:
+        compare_report(con, compared)
 
 
 def topo(
