@@ -26,7 +26,7 @@ from cgtool.artifacts.bench import BenchResults
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, Source, read_bytes
 from cgtool.artifacts.ranks import RANK_IN_PATH, check_rank
-from cgtool.artifacts.recording import Recording, graph_paths, is_recording, load_recordings, trace_path
+from cgtool.artifacts.recording import Recording, RecordingTree, graph_paths, is_recording, load_tree, trace_path
 from cgtool.artifacts.trace import Trace, load_trace
 from cgtool.errors import InvalidInputError, UsageError
 from cgtool.text import plural
@@ -122,6 +122,7 @@ class Resolved:
     bench: list[tuple[Path, BenchResults]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     number: int | None = None  # from ``PATH#n``
+    recording: RecordingTree | None = None  # a `cgtool record` folder, as read (processes and their indexes)
 
 
 @dataclass(frozen=True)
@@ -496,7 +497,8 @@ def record_processes(recs: list[Recording]) -> list[tuple[str | None, Recording]
 def _read_record(folder: Path, res: Resolved, max_bytes: int | None) -> None:
     """A `cgtool record` folder: per process (and rank), its graph exports (numbered as the
     recording numbers them) and its trace (which embeds the same graphs)."""
-    for process, rec in record_processes(load_recordings(folder)):
+    res.recording = load_tree(folder)
+    for process, rec in record_processes(res.recording.recordings):
         prefix = (f"rank {rec.rank}: " if rec.rank is not None else "") + (f"process {process}: " if process else "")
         t_path = trace_path(rec)
         if t_path is not None:
