@@ -82,3 +82,23 @@ def test_the_writer_replaces_whole_files(tmp_path: Path):
     R.write_atomic(p, R.ProcessIndex(cgtool_record=R.PROCESS_SCHEMA, graphs=[]))
     R.write_atomic(p, {"x": 1}, indent=1)
     assert json.loads(p.read_text()) == {"x": 1} and [q.name for q in tmp_path.iterdir()] == ["index.json"]
+
+
+def test_cgtool_report_reads_each_index_of_a_recording_once(run_cli, tmp_path: Path, monkeypatch):
+    """The page's recording summary comes from the one reading the report's inputs make."""
+    from collections import Counter
+
+    reads: Counter[str] = Counter()
+    real = R.read_json
+
+    def counting(path: Path):
+        if path.name.startswith("index.json"):
+            reads[str(path)] += 1
+        return real(path)
+
+    monkeypatch.setattr(R, "read_json", counting)
+    folder = DATA / "record_server"
+    code, _, err = run_cli("report", str(folder), "-o", str(tmp_path / "r.html"))
+    assert code == 0, err
+    assert "class=recsummary" in (tmp_path / "r.html").read_text()
+    assert reads and all(n == 1 for n in reads.values()), reads
