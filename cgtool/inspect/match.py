@@ -5,7 +5,7 @@ to share the correlation id of their ``cudaGraphLaunch``. Which event ran which 
 constraint problem, solved here per *launch group* (the launches of one device whose executor
 streams ran the same sequence of event kinds and names).
 
-The model (documented in DESIGN.md terms):
+The model (the words of docs/deps.md and docs/architecture.md):
 
 * an event can run a node only if it is of the node's kind and name, and of its launch shape
   (grid and block, shared memory, memcpy/memset size) wherever both the trace and the export
