@@ -174,7 +174,7 @@ def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int
             "reason": reason_not_followed(argv, exe, e),
             "makes_no_graphs": helper_command(argv, exe),
         })
-    entries = [msgspec.convert(p, TreeProcess) for p in procs]
+    entries = [TreeProcess(**p) for p in procs]
     helpers = helpers_in(entries)  # helper commands, and what they started: not recorded, no graph missed
     entries = [msgspec.structs.replace(p, makes_no_graphs=helpers[p.pid],
                                        reason=f"{helpers[p.pid]}: a helper command, which makes no CUDA graph; "
