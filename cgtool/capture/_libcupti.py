@@ -24,10 +24,13 @@ _WHEEL_PATHS = (("nvidia", "cu13", "lib", "libcupti.so.13"), ("nvidia", "cuda_cu
 def mapped_libcupti() -> list[str]:
     """The libcupti files this process has mapped (``/proc/self/maps``; empty where there is none)."""
     try:
-        with open("/proc/self/maps") as f:
-            return sorted({line.split()[-1] for line in f if "libcupti.so" in line})
+        with open("/proc/self/maps", "rb") as f:
+            data = f.read()
     except OSError:  # no /proc: nothing known to be mapped
         return []
+    if b"libcupti.so" not in data:  # the usual answer at a program's start: one search, no line split
+        return []
+    return sorted({line.split()[-1].decode() for line in data.splitlines() if b"libcupti.so" in line})
 
 
 def _open(path: str) -> Any:
