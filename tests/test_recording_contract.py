@@ -102,3 +102,15 @@ def test_cgtool_report_reads_each_index_of_a_recording_once(run_cli, tmp_path: P
     assert code == 0, err
     assert "class=recsummary" in (tmp_path / "r.html").read_text()
     assert reads and all(n == 1 for n in reads.values()), reads
+
+
+EXPORTS = sorted(DATA.glob("record_*/**/graph_*.json*"))
+
+
+def test_the_record_block_of_every_recorded_export_reads_into_its_type():
+    assert len(EXPORTS) > 20
+    for p in EXPORTS:
+        block = _raw(p)["cgtool"]["record"]
+        rec = msgspec.convert(block, R.ExportRecord)
+        assert (rec.label, rec.seq, rec.replays) == (block["label"], block["seq"], block["replays"]), p
+        assert rec.label.startswith(f"#{rec.seq} "), p

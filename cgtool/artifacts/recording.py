@@ -1,5 +1,6 @@
 """A ``cgtool record`` folder's contract: its typed structs (``ProcessIndex`` with its ``GraphEntry``s
-and ``MemoryLedger``, ``TreeIndex`` with its ``TreeProcess``es), its schema constants, its one atomic
+and ``MemoryLedger``, ``TreeIndex`` with its ``TreeProcess``es, ``ExportRecord`` the ``record`` block
+of each graph export), its schema constants, its one atomic
 writer (``write_atomic``, used by the recorder for every file it writes) and its reader
 (``load_tree``, ``load_recordings``), which gives the same types back.
 
@@ -150,6 +151,26 @@ class ProcessIndex(_Entry, frozen=True):
     recorder_timings: dict[str, Any] = {}  # seconds, by phase
     timeline: dict[str, Any] = {}  # time.time() of the run's phases
     layout: Any = None
+
+
+class ExportRecord(_Entry, frozen=True):
+    """The ``record`` block of a recorded graph's export (``graph_NNN.json``, in its ``cgtool`` block):
+    the capture as the recorder saw it. ``replays`` and ``kernel_ns`` are brought up to date when the
+    process finishes."""
+
+    label: str
+    seq: int
+    captured_at: dict[str, Any]  # the capture site: file, line, function, call, op, module, stack
+    template_graph_id: int | None = None
+    pool: list[int] | None = None  # torch's memory pool id
+    reserved_during_capture: int | None = None
+    replays: int = 0
+    compiled_code: str | None = None
+    capture_inputs: dict[str, Any] | None = None
+    thread: str | int = "main"  # "main", or the capturing thread's id
+    time_since_start_s: float | None = None
+    pid: int | None = None
+    kernel_ns: int | None = None  # with --coverage
 
 
 class TreeProcess(_Entry, frozen=True):

@@ -25,7 +25,9 @@ import threading
 import time
 from typing import Any, Callable
 
-from cgtool.artifacts.recording import write_atomic
+import msgspec
+
+from cgtool.artifacts.recording import ExportRecord, write_atomic
 from cgtool.capture.record import attribution
 from cgtool.capture.record.tracker import GraphJob, GraphTracker
 
@@ -228,20 +230,12 @@ class Writer:
         rec.label = f"#{rec.seq} {where}"
         rec.captured_at = f"{begin.file}:{begin.line}" if begin.file else None
         rec.compiled = compiled
-        meta["record"] = {
-            "label": rec.label,
-            "seq": rec.seq,
-            "captured_at": begin.to_json(),
-            "template_graph_id": rec.template_graph_id,
-            "pool": rec.pool,
-            "reserved_during_capture": rec.reserved_during_capture,
-            "replays": rec.replays,
-            "compiled_code": rec.compiled,
-            "capture_inputs": rec.shapes,
-            "thread": "main" if rec.thread == tracker.main else rec.thread,
-            "time_since_start_s": rec.since_start_s,
-            "pid": os.getpid(),
-        }
+        meta["record"] = msgspec.to_builtins(ExportRecord(
+            label=rec.label, seq=rec.seq, captured_at=begin.to_json(), template_graph_id=rec.template_graph_id,
+            pool=rec.pool, reserved_during_capture=rec.reserved_during_capture, replays=rec.replays,
+            compiled_code=rec.compiled, capture_inputs=rec.shapes,
+            thread="main" if rec.thread == tracker.main else rec.thread, time_since_start_s=rec.since_start_s,
+            pid=os.getpid()))
         timings = meta["timings"]
         timings["capture_s"] = rec.capture_s
         timings["instantiate_s"] = rec.instantiate_s
