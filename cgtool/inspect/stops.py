@@ -72,8 +72,8 @@ def process_stop(rec: Recording, *, exit_code: int | None = None, finished: bool
     cause = None if last is None else ("signal" if last.cause == "signal" else f"fatal: {last.detail}")
     lg = st.get("last_graph") if isinstance(st.get("last_graph"), dict) else None
     return ProcessStop(
-        pid=rec.pid, rank=rec.rank, finished=finished if finished is not None else rec.index.get("finished"),
-        exit_code=exit_code if exit_code is not None else rec.index.get("exit_code"),
+        pid=rec.pid, rank=rec.rank, finished=finished if finished is not None else rec.index.finished,
+        exit_code=exit_code if exit_code is not None else rec.index.exit_code,
         stopped=_main(last, main) if last is not None else None, stopped_cause=cause,
         stalled=_main(stalls[-1], main) if stalls else None, stalls=len(stalls),
         hang_after_s=st.get("hang_after_s"), last_graph=lg, destroy=destroy)
