@@ -31,10 +31,7 @@ import signal
 import sys
 import threading
 import time
-from typing import IO, TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from cgtool.capture.record.recorder import Recorder
+from typing import IO, Any
 
 #: The signals whose arrival writes the stacks.
 SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
@@ -111,7 +108,8 @@ def drop_empty_stack_files(out: str | os.PathLike[str]) -> int:
 class Stops:
     """One process's stack dumps, its watchdog and what it noted on the way to a stop."""
 
-    def __init__(self, rec: Recorder, hang_after_s: float | None) -> None:
+    def __init__(self, rec: Any, hang_after_s: float | None) -> None:
+        # rec: the process's recorder.Recorder (which imports this module): its out_dir, tracker, writer
         self.rec = rec
         self.hang_after_s = hang_after_s
         self.file: IO[str] | None = None
