@@ -323,3 +323,46 @@ def test_performance_figures_are_the_gpu_result_file():
         assert (p["gate_exit"] != 0) == gate_expects_regression(p["old_gpu_us"], p["new_gpu_us"])
     fails = sum(p["gate_exit"] != 0 for p in judged)
     assert f"{fails} false failures in {len(judged)} A/A pairs" in perf
+
+
+def test_the_fixture_and_bench_share_one_timing_function(monkeypatch):
+    """``bench_step`` (the fixture's) and ``bench_workload`` (bench's process) hand their capture to
+    the same ``bench_captured`` with the same spec: the timing is written once."""
+    from cgtool.capture import bench as capture_bench
+    from cgtool.capture import runner
+
+    calls = []
+    monkeypatch.setattr(capture_bench, "require_cuda", lambda what: None)
+    monkeypatch.setattr(runner, "warm_and_capture", lambda target, step: ("captured", step, target.spec))
+    monkeypatch.setattr(runner, "capture_workload", lambda target, args, check: ("captured", target.spec, check))
+    monkeypatch.setattr(capture_bench, "bench_captured", lambda first, spec, **kw: calls.append((first, spec, kw)))
+    spec = BenchSpec(replays=300, blocks=10, recaptures=2)
+
+    def step():
+        return None
+
+    capture_bench.bench_step(step, spec, name="t::x")
+    capture_bench.bench_workload(str(ROOT / "sample_workloads/chain.py"), ["--kernels", "4"], spec)
+    (first_a, spec_a, kw_a), (first_b, spec_b, kw_b) = calls
+    assert first_a == ("captured", step, "t::x") and spec_a is spec and kw_a["workload"] == "t::x"
+    assert first_b[2] is False and spec_b is spec and kw_b["args"] == ["--kernels", "4"]
+
+
+def test_the_plugins_own_measurement_is_bench_step_with_the_sessions_spec(pytester, monkeypatch):
+    from cgtool.artifacts.bench import WorkloadResult
+    from cgtool.capture import _deps
+    from cgtool.capture import bench as capture_bench
+
+    seen = []
+
+    def fake_bench_step(step, spec, *, name):
+        seen.append((step(), spec, name))
+        return WorkloadResult(workload=name, gpu_us=(1.0, 2.0, 3.0), spec=spec)
+
+    monkeypatch.setattr(_deps, "require_cuda", lambda what: None)
+    monkeypatch.setattr(capture_bench, "bench_step", fake_bench_step)
+    pytester.makepyfile(test_bench="def test_step(cgtool_bench):\n"
+                                   "    r = cgtool_bench(lambda a, b: a + b, 2, 3, warmup=7)\n"
+                                   "    assert r.median_us == 2.0 and r.speedup is None\n")
+    run(pytester, "--cgtool-replays", "400", "--cgtool-recaptures", "3").assert_outcomes(passed=1)
+    assert seen == [(5, BenchSpec(replays=400, warmup=7, recaptures=3), "test_bench.py::test_step")]
