@@ -303,28 +303,6 @@ def test_xdist_is_refused(pytester):
     run(pytester, "-n", "2", "-m", "not cgtool_bench").assert_outcomes(passed=1)
 
 
-RESULT = ROOT / "benchmarks" / "results" / "bench_pytest_plugin_h100.json"
-
-
-@pytest.mark.skipif(not RESULT.exists(), reason="no GPU result file")
-def test_performance_figures_are_the_gpu_result_file():
-    """docs/performance.md's figures of the plugin, recomputed from the raw medians and samples of
-    benchmarks/results/bench_pytest_plugin_h100.json; each A/A pair's exit status agrees with the
-    gate's three conditions recomputed with numpy and scipy on the pair's samples."""
-    d = json.loads(RESULT.read_text())
-    perf = (ROOT / "docs" / "performance.md").read_text()
-    for part in ("fresh", "same_process"):
-        fx, b = d[part]["fixture"], d[part]["bench"]
-        ratio = np.median(fx) / np.median(b)
-        cells = f"| {', '.join(f'{v:.1f}' for v in fx)} | {', '.join(f'{v:.1f}' for v in b)} | {ratio:.4f} |"
-        assert cells in perf, cells
-    judged = [p for p in d["aa"]["pairs"] if p["baseline_exit"] == 0 and p["new_gpu_us"]]
-    for p in judged:
-        assert (p["gate_exit"] != 0) == gate_expects_regression(p["old_gpu_us"], p["new_gpu_us"])
-    fails = sum(p["gate_exit"] != 0 for p in judged)
-    assert f"{fails} false failures in {len(judged)} A/A pairs" in perf
-
-
 def test_the_fixture_and_bench_share_one_timing_function(monkeypatch):
     """``bench_step`` (the fixture's) and ``bench_workload`` (bench's process) hand their capture to
     the same ``bench_captured`` with the same spec: the timing is written once."""
