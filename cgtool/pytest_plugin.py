@@ -124,10 +124,13 @@ def _xdist_parallel(config: pytest.Config) -> bool:
 
 
 def _uses_plugin(config: pytest.Config) -> bool:
+    """An option of the plugin was given (a value other than its default)."""
     o = config.option
-    return any(getattr(o, k, None) not in (None, False, DEFAULT_MAX_REGRESSION) for k in (
-        "cgtool_save", "cgtool_baseline", "cgtool_max_regression", "cgtool_allow_env_mismatch", "cgtool_force",
-        "cgtool_replays", "cgtool_blocks", "cgtool_warmup", "cgtool_recaptures", "cgtool_no_eager"))
+    given = [getattr(o, k, None) for k in ("cgtool_save", "cgtool_baseline", "cgtool_allow_env_mismatch",
+                                            "cgtool_force", "cgtool_replays", "cgtool_blocks", "cgtool_warmup",
+                                            "cgtool_recaptures", "cgtool_no_eager")]
+    return any(v is not None and v is not False for v in given) or \
+        getattr(o, "cgtool_max_regression", DEFAULT_MAX_REGRESSION) != DEFAULT_MAX_REGRESSION
 
 
 def _spec(config: pytest.Config, **overrides: Any) -> BenchSpec:

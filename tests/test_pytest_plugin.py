@@ -40,6 +40,8 @@ from cgtool.artifacts.bench import WorkloadResult
 def pytest_cgtool_measure(step, spec, name, config):
     fake = json.loads(Path(config.rootpath, "fake.json").read_text())
     s = fake["samples"][name]
+    if "error" in s:
+        return WorkloadResult.failure(name, s["error"], 3)
     return WorkloadResult(workload=name, gpu_us=tuple(s["gpu_us"]), host_us=tuple(s["host_us"]),
                           eager_us=tuple(s["eager_us"]), spec=spec, capture_medians_us=(sorted(s["gpu_us"])[10],),
                           environment=fake["environment"], nodes=400, graphs=1, check_ok=True, max_abs_diff=0.0)
@@ -249,6 +251,8 @@ def test_bad_options_are_usage_errors_before_any_test(pytester):
         (["--cgtool-baseline", "exists.json"], "is not a cgtool bench result"),
         (["--cgtool-baseline", "nothere.json"], "nothere.json"),
         (["--cgtool-replays", "5", "--cgtool-blocks", "20"], "replays (5) must be at least blocks (20)"),
+        (["--cgtool-replays", "0"], "replays is 0; it takes an integer of at least 1"),
+        (["--cgtool-warmup", "-1"], "warmup is -1; it takes an integer of at least 0"),
     ]:
         r = run(pytester, *args)
         assert r.ret == pytest.ExitCode.USAGE_ERROR, args
@@ -344,3 +348,23 @@ def test_the_plugins_own_measurement_is_bench_step_with_the_sessions_spec(pytest
                                    "    assert r.median_us == 2.0 and r.speedup is None\n")
     run(pytester, "--cgtool-replays", "400", "--cgtool-recaptures", "3").assert_outcomes(passed=1)
     assert seen == [(5, BenchSpec(replays=400, warmup=7, recaptures=3), "test_bench.py::test_step")]
+
+
+def test_a_step_that_fails_to_capture_fails_its_test_and_is_saved_as_failed(pytester):
+    fake = setup_session(pytester)
+    fake["samples"][IDS["mlp"]] = {"error": "capture failed: sync-in-capture at test_bench.py:22"}
+    (pytester.path / "fake.json").write_text(json.dumps(fake))
+    r = run(pytester, "--cgtool-save", "out.json")
+    r.assert_outcomes(passed=2, failed=1)
+    assert "test_bench.py::test_mlp: capture failed: sync-in-capture at test_bench.py:22" in r.stdout.str()
+    doc = json.loads((pytester.path / "out.json").read_text())
+    assert doc["workloads"][IDS["mlp"]] == {"workload": IDS["mlp"], "error": fake["samples"][IDS["mlp"]]["error"],
+                                            "exit_code": 3}
+
+
+def test_a_bad_override_fails_its_test(pytester):
+    setup_session(pytester, tests="def test_chain(cgtool_bench):\n"
+                                  "    cgtool_bench(lambda: None, replays=10, blocks=50)\n")
+    r = run(pytester)
+    r.assert_outcomes(failed=1)
+    assert "replays (10) must be at least blocks (50)" in r.stdout.str()
