@@ -128,7 +128,11 @@ def test_a_session_that_does_not_use_it_imports_nothing_of_cgtool_beyond_it(pyte
     r.assert_outcomes(passed=1)
     mods = json.loads((pytester.path / "mods.json").read_text())
     assert "cgtool.pytest_plugin" in mods
-    assert [m for m in mods if m.startswith("cgtool.") and m != "cgtool.pytest_plugin"] == []
+    package = json.loads(subprocess.run(  # what `import cgtool` itself loads (its version module)
+        [sys.executable, "-c", "import json, sys, cgtool; print(json.dumps([m for m in sys.modules if "
+         "m.startswith('cgtool.')]))"], cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    assert [m for m in mods if m.startswith("cgtool.") and m not in {"cgtool.pytest_plugin", *package}] == []
+    assert not [m for m in package if m.startswith(("cgtool.capture", "cgtool.artifacts", "cgtool.report"))]
     assert "torch" not in mods
 
 
