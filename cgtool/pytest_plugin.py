@@ -387,9 +387,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    if _RUN not in config.stash or not config.stash[_RUN].results:
+    if _RUN not in config.stash:
         return
     run = config.stash[_RUN]
+    if not run.results:
+        if run.save is not None and not _in_xdist_worker(config):
+            terminalreporter.write_line(f"cgtool: no test called cgtool_bench; {run.save} was not written")
+        return
     from cgtool.artifacts.bench import BenchResults
 
     terminalreporter.section("cgtool bench")

@@ -366,6 +366,14 @@ def test_a_step_that_fails_to_capture_fails_its_test_and_is_saved_as_failed(pyte
                                             "exit_code": 3}
 
 
+def test_a_save_with_nothing_timed_writes_nothing_and_says_so(pytester):
+    setup_session(pytester)
+    r = run(pytester, "--cgtool-save", "out.json", "-k", "plain")
+    r.assert_outcomes(passed=1)
+    assert "cgtool: no test called cgtool_bench; out.json was not written" in r.stdout.str()
+    assert not (pytester.path / "out.json").exists()
+
+
 def test_a_bad_override_fails_its_test(pytester):
     setup_session(pytester, tests="def test_chain(cgtool_bench):\n"
                                   "    cgtool_bench(lambda: None, replays=10, blocks=50)\n")
