@@ -19,12 +19,20 @@ def _has_cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def _gpu_count() -> int:
+    if not _has_cuda():
+        return 0
+    import torch
+
+    return int(torch.cuda.device_count())
+
+
 # ------------------------------------------------------------ tests that start processes
 # Every test that starts a process carries the `subprocess` marker: .ci/run re-runs those 20 times
 # (a test that starts processes must pass 20 runs in 20). The marker is checked, not trusted: each
 # way a process starts (subprocess, multiprocessing, os.fork) is counted here, and a test that
-# starts one without the marker fails with what to add. Not checked: the `gpu` tests (run on the
-# GPU machine, not by .ci/run) and the `browser` tests (one Chromium per page, its answer a file).
+# starts one without the marker fails with what to add. Not checked: the `gpu` and `gpu2` tests (run
+# on the GPU machines, not by .ci/run) and the `browser` tests (one Chromium per page, its answer a file).
 _started = [0]
 
 
@@ -50,7 +58,7 @@ _count_starts()
 def _marked_if_it_starts_a_process(request):
     before = _started[0]
     yield
-    marked = any(request.node.get_closest_marker(m) is not None for m in ("subprocess", "gpu", "browser"))
+    marked = any(request.node.get_closest_marker(m) is not None for m in ("subprocess", "gpu", "gpu2", "browser"))
     if _started[0] != before and not marked:
         pytest.fail(f"{request.node.nodeid} started {_started[0] - before} process(es) without the "
                     "`subprocess` marker: add @pytest.mark.subprocess (.ci/run re-runs those 20 times)",
@@ -80,12 +88,14 @@ def pytest_generate_tests(metafunc):
 
 
 def pytest_collection_modifyitems(config, items):
-    if _has_cuda():
-        return
+    n = _gpu_count()
     skip = pytest.mark.skip(reason="needs a CUDA GPU with torch built for CUDA (run on the GPU machine)")
+    skip2 = pytest.mark.skip(reason=f"needs 2 CUDA GPUs (this machine has {n}): run on a 2-GPU machine")
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu" in item.keywords and n == 0:
             item.add_marker(skip)
+        elif "gpu2" in item.keywords and n < 2:
+            item.add_marker(skip2)
 
 
 @pytest.fixture
