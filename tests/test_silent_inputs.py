@@ -314,6 +314,7 @@ def space_bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return p
 
 
+@pytest.mark.slow  # a whitespace bomb read under an address-space limit, as the gzip bombs of test_hostile
 @pytest.mark.subprocess
 def test_a_raised_cap_keeps_a_memory_bound(space_bomb, tmp_path):
     """Following the advice with a much larger cap, reading a whitespace bomb whole stops at what the
