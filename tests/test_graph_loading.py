@@ -118,14 +118,16 @@ MALFORMED: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("check diff negative", _set("cgtool.check", {"max_abs_diff": -1}), "cgtool.check.max_abs_diff should be"),
     ("check output a number", _set("cgtool.check", {"worst_output": 2}), "cgtool.check.worst_output should be"),
     ("a trace", lambda d: (d.clear(), d.update(traceEvents=[])), "is a trace, not a graph export"),
+    ("a list", lambda d: [d], "the document should be a JSON object but is list"),
 ]
 
 
 @pytest.mark.parametrize("name, change, words", MALFORMED, ids=[m[0] for m in MALFORMED])
 def test_a_malformed_export_is_refused_by_both_loaders_alike(tmp_path: Path, name: str, change: Any,
                                                             words: str) -> None:
-    doc = diamond()
-    change(doc)
+    doc: Any = diamond()
+    replaced = change(doc)  # changes the document in place, or returns another one (a list)
+    doc = replaced if isinstance(replaced, list) else doc
     path = tmp_path / "graph.json"
     text = json.dumps(doc)
     path.write_text(text)
