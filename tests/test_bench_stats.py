@@ -18,7 +18,8 @@ import pytest
 from cgtool.artifacts.bench import BenchSpec, WorkloadResult
 from cgtool.errors import InvalidInputError, UsageError
 from cgtool.inspect.benchstats import (DEFAULT_ALPHA, DEFAULT_MAX_REGRESSION, DEFAULT_MIN_GAP, Verdict, capture_bound,
-                                       judge, judge_results, mann_whitney_greater, parse_percent)
+                                       compare_results, judge, judge_results, mann_whitney_greater,
+                                       parse_percent)
 
 scipy_stats = pytest.importorskip("scipy.stats")
 
@@ -180,3 +181,52 @@ def test_empty_samples_and_an_old_median_of_zero_are_refused() -> None:
                             ([0.0, 0.0, 1.0], xs, "old median of 0")):
         with pytest.raises(InvalidInputError, match=words):
             judge("w", old, new)
+
+
+def test_capture_bound_needs_the_captures_strictly_wider() -> None:
+    """Three captures whose blocks spread 2 µs around medians 100, 101 and 102: the captures' spread
+    (2 / 101) equals the blocks' (the median of 2/100, 2/101, 2/102): not bound."""
+    caps = [[m - 1.0, m - 1.0, m + 1.0, m + 1.0] for m in (100.0, 101.0, 102.0)]
+    w = _result(caps)
+    assert w.capture_spread() == w.replay_spread() == 2.0 / 101.0
+    assert not capture_bound(w)
+
+
+def test_the_reasons_name_what_was_compared() -> None:
+    old = [100.0, 100.0, 100.0, 300.0, 300.0, 300.0]
+    new = [100.0, 100.0, 300.0, 300.0, 300.0, 300.0]  # the median doubles, not significantly
+    j = judge("w", old, new)
+    assert j.verdict is Verdict.UNCHANGED and "not significant" in j.reason and "interval gap" in j.reason
+    caps = judge("w", old, new, old_captures=(100.0, 300.0), new_captures=(100.0, 300.0), by_capture=True)
+    assert "captures' ranges gap" in caps.reason
+
+
+def test_sub_microsecond_samples_are_judged() -> None:
+    """A median under 1 µs is a time like any other (only a median of 0 cannot be compared with)."""
+    old = [0.5, 0.5, 0.6, 0.5, 0.5] * 4
+    assert judge("w", old, list(old)).verdict is Verdict.UNCHANGED
+    assert judge("w", old, [x * 2 for x in old]).verdict is Verdict.REGRESSED
+
+
+def test_alpha_is_a_strict_bound_on_the_p_value_reported() -> None:
+    old = [100.0] * 10 + [101.0] * 10
+    for new, verdict in (([x + 5.0 for x in old], Verdict.REGRESSED), ([x - 5.0 for x in old], Verdict.IMPROVED)):
+        p = judge("w", old, new).p_value
+        assert p is not None and judge("w", old, new, alpha=p).verdict is Verdict.UNCHANGED
+        assert judge("w", old, new, alpha=float(np.nextafter(p, 1.0))).verdict is verdict
+
+
+def test_compare_results_orders_by_workload_then_rank() -> None:
+    from cgtool.artifacts.bench import BenchResults
+
+    def doc(seed: int) -> BenchResults:
+        rng = random.Random(seed)
+        w: dict[str, dict[str, object]] = {}
+        for name, rank in (("b", 2), ("a", 10), ("a", None), ("a", 1), ("b", None), ("a", 0)):
+            key = name if rank is None else f"{name} [rank {rank}]"
+            w[key] = {"workload": name, "gpu_us": [100 + rng.random() for _ in range(5)],
+                      **({} if rank is None else {"rank": rank})}
+        return BenchResults.from_json({"kind": "bench", "schema_version": 1, "environment": {}, "workloads": w}, "t")
+
+    names = [j.name for j in compare_results(doc(1), doc(2))]
+    assert names == ["a", "a [rank 0]", "a [rank 1]", "a [rank 10]", "b", "b [rank 2]"]
