@@ -100,6 +100,7 @@ def test_inductor_entry_points_the_recorder_hooks():
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess  # torch.compile starts its compile workers
 def test_compiled_code_is_mapped_to_the_model(tmp_path, monkeypatch):
     """torch.compile on the CPU: every kernel's Source Nodes name a model line and module."""
     import re
