@@ -31,6 +31,8 @@ def record(
     = D.trace_replays,
     trace_skip: Annotated[int, typer.Option("--trace-skip", min=0, help=help_of("trace_skip"))] = D.trace_skip,
     coverage: Annotated[bool, typer.Option("--coverage", help=help_of("coverage"))] = D.coverage,
+    check_inputs: Annotated[int, typer.Option("--check-inputs", min=0, help=help_of("check_inputs"))]
+    = D.check_inputs,
     nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", min=1, help=help_of("nproc_per_node"))]
     = D.nproc_per_node,
     nnodes: Annotated[Optional[str], typer.Option("--nnodes", help=help_of("nnodes"))] = D.nnodes,
@@ -42,7 +44,7 @@ def record(
 
     run_record(list(ctx.args), RecordOptions.from_environment(
         out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip, coverage=coverage,
-        nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint))
+        check_inputs=check_inputs, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint))
 
 
 def register(app: typer.Typer) -> None:

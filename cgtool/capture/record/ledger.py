@@ -68,7 +68,7 @@ def _launch_site(t: TracedLaunch) -> str | None:
     return site  # type: ignore[return-value]
 
 
-def graph_entry(r: GraphRecord, replays: int, coverage: Any = None) -> dict[str, Any]:
+def graph_entry(r: GraphRecord, replays: int, coverage: Any = None, inputs: Any = None) -> dict[str, Any]:
     g: dict[str, Any] = {
         "label": r.label, "file": r.file, "exec_graph_id": r.exec_graph_id,
         "template_graph_id": r.template_graph_id, "nodes": r.nodes, "captured_at": r.captured_at,
@@ -86,6 +86,11 @@ def graph_entry(r: GraphRecord, replays: int, coverage: Any = None) -> dict[str,
     if coverage is not None:
         g["kernel_ns"] = coverage.graph_ns.get(r.exec_graph_id, 0)
         g["kernels"] = coverage.graph_kernels.get(r.exec_graph_id, 0)
+    if inputs is not None:
+        try:
+            g["inputs"] = inputs.entry(r.seq)
+        except Exception as e:  # never lose the index over the checks
+            g["inputs"] = {"checked": False, "why_not": f"recorder error: {type(e).__name__}: {e}"}
     return g
 
 
@@ -97,7 +102,7 @@ def index_document(rec: Recorder, *, finished: bool, exit_code: int | None = Non
         recs = [r for r in tracker.graphs if r.written]
         counts = tracker.all_launches()
     cov = rec.coverage if rec.coverage is not None and finished else None
-    graphs = [graph_entry(r, tracker.replays_of(r, counts), cov) for r in recs]
+    graphs = [graph_entry(r, tracker.replays_of(r, counts), cov, rec.inputs) for r in recs]
     stats = dict(tracker.cb_stats)
     c_stats, c_errs = rec.sub.compiled_stats()
     for key, (calls, ns) in c_stats.items():  # node callbacks of other threads are in Python's
@@ -128,6 +133,7 @@ def index_document(rec: Recorder, *, finished: bool, exit_code: int | None = Non
         "compile": {"cudagraph_skips": list(rec.skips),
                     "graphs_from_compiled_code": [g["label"] for g in graphs if g["compiled_code"]]},
         "coverage": cov.summary({r.exec_graph_id for r in tracker.graphs}) if cov is not None else None,
+        "input_checks": rec.inputs.process_entry() if rec.inputs is not None else None,
         "ledger": ledger_doc,
         "trace": trace,
         "suspended": list(rec.suspensions),

@@ -45,11 +45,12 @@ class RecordOptions:
     follow: bool = True  # record every descendant Python process too (the library API may turn it off)
     subscriber: Subscriber = "auto"  # how CUPTI calls back (SUBSCRIBER_ENV)
     writer_quiet_s: float = 0.25  # the writer waits this long after the last capture before writing
+    check_inputs: int = 100  # check the graphs' inputs before every N-th replay of the process (0: off)
     index_refresh_s: float = 1.0  # replay counts refreshed in the process's index.json this often (0: at the end)
 
     def __post_init__(self) -> None:
-        if self.trace_replays < 0 or self.trace_skip < 0:
-            raise ValueError("trace_replays and trace_skip are counts (>= 0)")
+        if self.trace_replays < 0 or self.trace_skip < 0 or self.check_inputs < 0:
+            raise ValueError("trace_replays, trace_skip and check_inputs are counts (>= 0)")
         if self.nproc_per_node < 1:
             raise ValueError("nproc_per_node is at least 1")
         if self.subscriber not in SUBSCRIBERS:
@@ -122,6 +123,10 @@ CLI: tuple[CliOption, ...] = (
               "Measure the share of the run's GPU kernel time spent inside graph replays, over the run and from "
               "the first graph on (CUPTI kernel records for the whole run: ~5% more wall time on the benchmark). "
               "On with --trace-replays."),
+    CliOption(("--check-inputs",), "check_inputs", "int>=0",
+              "Check that the memory each graph reads is still the tensor it was captured with (not freed, not "
+              "reused): before each graph's first two replays, before every N-th replay of the process, and at "
+              "the end. 0 turns the checks (and torch's allocator history they use) off."),
     CliOption(("--nproc-per-node",), "nproc_per_node", "int>=1",
               "Start the program through torchrun with N ranks (the same as `-- torchrun --nproc-per-node N "
               "prog.py`)."),

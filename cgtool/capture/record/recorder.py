@@ -25,6 +25,7 @@ from typing import Any
 
 from cgtool.capture.record import attribution
 from cgtool.capture.record.coverage import Coverage
+from cgtool.capture.record.inputs import InputWatch
 from cgtool.capture.record.ledger import index_document, ledger, write_trace
 from cgtool.capture.record.options import RecordOptions
 from cgtool.capture.record.subscription import RecordSetupError, Subscription
@@ -73,8 +74,9 @@ class Recorder:
         o = self.options
         self.sub = Subscription(how=o.subscriber, kernel_activity=o.kernel_activity, tracing=o.trace_replays > 0)
         self.writer: Writer | None = None
+        self.inputs = InputWatch(o.check_inputs) if o.check_inputs > 0 else None
         self.tracker = GraphTracker(self.sub, trace_replays=o.trace_replays, trace_skip=o.trace_skip,
-                                    sink=self._submit)
+                                    sink=self._submit, inputs=self.inputs)
         self.coverage: Coverage | None = None
         self.skips: list[dict[str, Any]] = []
         self.suspensions: list[dict[str, Any]] = []
@@ -118,6 +120,8 @@ class Recorder:
 
         inductor.track_compiled_code()
         profiler.watch(self)
+        if self.inputs is not None:
+            self.inputs.install()
         if "torch" in sys.modules:
             self._after_torch(sys.modules["torch"])
         else:
@@ -199,6 +203,8 @@ class Recorder:
             out += self.writer.errors
         if self.coverage is not None:
             out += self.coverage.errors
+        if self.inputs is not None:
+            out += [f"input checks: {e}" for e in self.inputs.errors]
         return out
 
     # ------------------------------------------------------------------ suspension
@@ -246,6 +252,8 @@ class Recorder:
             self.sub.nodecb.after_fork_child(threading.get_ident())
         self.sub.forked = True
         self.tracker.reset_after_fork()
+        if self.inputs is not None:
+            self.inputs.reset_after_fork()
         # CUPTI's activity buffers are the parent's: the child's kernel activity is not reported
         self.coverage = None
         self.skips, self.suspensions, self.exit_note = [], [], None
@@ -278,6 +286,8 @@ class Recorder:
             self.exit_note = {"how": how, "code": exit_code}
         t0 = time.perf_counter()
         self.timeline["program_end"] = time.time()
+        if self.inputs is not None:
+            self.inputs.finish()  # before CUPTI goes: the last allocator events since the last check
         if self.coverage is not None:
             self.coverage.stop()
         self.sub.close()

@@ -1,0 +1,704 @@
+"""Stale and dead graph inputs under ``cgtool record``: the graph that reads memory its program freed.
+
+A CUDA graph bakes in the address of every buffer its kernels, copies and memsets use. When the
+program frees one of those buffers after the capture (it rebinds the input, ``x = next_batch()``, where
+it meant ``x.copy_(next_batch())``; a temporary dies when the capturing helper returns), every later
+replay reads whatever the caching allocator puts there next. Nothing fails.
+
+What :class:`InputWatch` does, in every recorded process that imports torch:
+
+* **Allocation stacks.** Once torch initialises CUDA (``torch.cuda._lazy_init``, wrapped once), the
+  allocator's history is turned on (``torch.cuda.memory._record_memory_history``: every allocation
+  and free with its Python stack, into a ring of :data:`HISTORY_ENTRIES` events).
+* **At each graph's instantiation** (the graph-exec callback, on the capturing thread, while the
+  template graph is alive): every kernel node's parameters are scanned for device pointers
+  (``cuFuncGetParamInfo`` gives each parameter's size; every 8-byte word of a parameter is a pointer
+  candidate, so pointers inside structs count), memset and memcpy nodes give their addresses, and
+  each pointer is mapped to a block of the allocator's snapshot. Blocks of a private pool (the graph's
+  own memory, cudagraph trees' managed outputs) are not inputs; active blocks of the default pool are
+  the graph's *external* blocks, each with its size, its allocation site, and a name and shape where
+  a local of the capturing code holds the tensor.
+* **At replays** (``torch.cuda.CUDAGraph.replay`` is wrapped: a counter and a clock read per
+  replay), a check reads the allocator's new history events before a graph's first two replays and
+  before every ``every``-th replay of the process (``--check-inputs N``), and once at the end: a free of
+  an external block, and an allocation that later overlaps it, are kept with their stacks and times.
+
+A graph *reads freed memory* when one of its external blocks was freed and the graph was replayed
+after the free; the replays concerned are bounded by the checks around the free (exact when a check
+ran between the last replay before the free and the first after it). Frees after a graph's last
+replay (teardown) are not findings. What is sampled: the checks, never the events (the history keeps
+every allocation and free; when its ring overflows between two checks, the block's state in the
+snapshot still tells a freed or reused block, without the stack that freed it). Whether an external
+block's *contents* were written between replays is not tracked: a tensor kept alive but never
+updated (a rebind that leaves the old tensor referenced) is not reported.
+
+Graphs launched other than through ``torch.cuda.CUDAGraph.replay`` (a raw ``cudaGraphLaunch``) are
+not checked: their entry says so.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import linecache
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from cgtool.capture.record import attribution
+
+#: Allocator history ring size (events): enough for the allocations and frees between two checks of
+#: a serving loop; a ring that overflowed is noted (``history_lost``).
+HISTORY_ENTRIES = 20_000
+#: External blocks listed per graph in the index (the findings name theirs whatever the count).
+MAX_LISTED = 64
+#: User frames kept per allocation or free site.
+STACK_FRAMES = 4
+#: Frames examined for the names of the capture's tensors, and locals per container.
+NAME_FRAMES = 12
+NAME_ITEMS = 64
+
+_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64", "int64": "i64",
+           "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool"}
+
+
+# ------------------------------------------------------------------------------ kernel pointers
+class _Driver:
+    """The few libcuda entry points the scan needs (ctypes; loaded once)."""
+
+    def __init__(self) -> None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        self.param_info: Any = getattr(lib, "cuFuncGetParamInfo", None)  # CUDA 12.4+
+        if self.param_info is not None:
+            self.param_info.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
+            self.param_info.restype = ctypes.c_int
+        self.memset = lib.cuGraphMemsetNodeGetParams
+        self.memset.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.memset.restype = ctypes.c_int
+        self.memcpy = lib.cuGraphMemcpyNodeGetParams
+        self.memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.memcpy.restype = ctypes.c_int
+        self.sizes: dict[int, list[tuple[int, int]] | None] = {}  # function -> [(offset, size)]
+
+    def params_of(self, func: int) -> list[tuple[int, int]] | None:
+        got = self.sizes.get(func, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        out: list[tuple[int, int]] | None = []
+        if self.param_info is None:
+            out = None
+        else:
+            off, size = ctypes.c_size_t(), ctypes.c_size_t()
+            for i in range(4096):
+                if self.param_info(func, i, ctypes.byref(off), ctypes.byref(size)) != 0:
+                    break
+                out.append((off.value, size.value))  # type: ignore[union-attr]
+        self.sizes[func] = out
+        return out
+
+
+_DRV: Any = None
+
+
+def _driver() -> _Driver:
+    global _DRV
+    if _DRV is None:
+        _DRV = _Driver()
+    return _DRV  # type: ignore[no-any-return]
+
+
+_U64 = ctypes.c_uint64
+_PTRS = ctypes.POINTER(ctypes.c_void_p)
+
+
+def _words(addr: int, size: int) -> list[int]:
+    """The 8-byte words of ``size`` bytes at host address ``addr`` (a parameter's value)."""
+    if size < 8:
+        return []
+    if size == 8:
+        return [_U64.from_address(addr).value]
+    n = size // 8
+    return list((_U64 * n).from_address(addr))
+
+
+def graph_pointers(raw: Any, lo: int, hi: int) -> tuple[list[tuple[int, int]], dict[str, int]]:
+    """(node index, value) of every word in ``[lo, hi)`` among the graph's kernel parameters and
+    memcpy/memset addresses, and counts of what could not be read. ``raw`` is graphread's read
+    (QuickRead or RawGraph), taken while the template graph is alive."""
+    import numpy as np
+
+    from cgtool.capture import graphread
+
+    drv = _driver()
+    handles: list[int] = raw.handles
+    n = len(handles)
+    stats = {"kernels": 0, "kernels_unread": 0, "copies": 0}
+    out: list[tuple[int, int]] = []
+    if n == 0:
+        return out, stats
+    if isinstance(raw, graphread.QuickRead):
+        params, refused, types = raw.c[3], set(raw.c[4]), raw.types
+    else:
+        params, refused, types = raw.params, set(raw.refused), raw.other_types
+    dt = np.dtype({"names": ["func", "kp", "extra"], "formats": ["<u8", "<u8", "<u8"], "offsets": [0, 40, 48],
+                   "itemsize": 72})
+    col = np.frombuffer(memoryview(params), dtype=dt, count=n)
+    funcs, kps, extras = col["func"].tolist(), col["kp"].tolist(), col["extra"].tolist()
+    for i in range(n):
+        if i in refused:
+            continue
+        stats["kernels"] += 1
+        func, kp, extra = funcs[i], kps[i], extras[i]
+        words: list[int] = []
+        if kp:
+            layout = drv.params_of(func) if func else None
+            if layout is None:
+                stats["kernels_unread"] += 1
+                continue
+            arr = ctypes.cast(kp, _PTRS)
+            for k, (_, size) in enumerate(layout):
+                p = arr[k]
+                if p:
+                    words.extend(_words(p, size))
+        elif extra:
+            words = _extra_words(extra)
+        for w in words:
+            if lo <= w < hi:
+                out.append((i, w))
+    names = graphread._NODE_TYPE_NAMES or {}
+    for i, t in types.items():
+        kind = names.get(t)
+        if kind == "memset":
+            buf = (ctypes.c_uint64 * 5)()
+            if drv.memset(handles[i], ctypes.addressof(buf)) == 0:
+                stats["copies"] += 1
+                ws = [int(buf[0])]
+            else:
+                continue
+        elif kind == "memcpy":
+            buf8 = (ctypes.c_uint64 * 25)()
+            if drv.memcpy(handles[i], ctypes.addressof(buf8)) == 0:
+                stats["copies"] += 1
+                ws = [int(buf8[6]), int(buf8[17])]  # srcDevice (byte 48), dstDevice (byte 136)
+            else:
+                continue
+        else:
+            continue
+        out.extend((i, w) for w in ws if lo <= w < hi)
+    return out, stats
+
+
+def _extra_words(extra: int) -> list[int]:
+    """A launch's ``extra`` array: CU_LAUNCH_PARAM_BUFFER_POINTER (1) buf, _SIZE (2) &size, END (0)."""
+    arr = ctypes.cast(extra, _PTRS)
+    buf, size = 0, 0
+    for k in range(0, 16, 2):
+        key = arr[k] or 0
+        if key == 0:
+            break
+        if key == 1:
+            buf = arr[k + 1] or 0
+        elif key == 2:
+            sp = arr[k + 1]
+            size = _U64.from_address(sp).value if sp else 0
+    return _words(buf, size) if buf and size else []
+
+
+# ------------------------------------------------------------------------------------ sites
+def user_site(frames: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The innermost frame of the program's own code among an allocator event's frames (innermost
+    first), with up to :data:`STACK_FRAMES` of the program's frames as ``stack``; None if none."""
+    if not frames:
+        return None
+    mine = [f for f in frames if attribution.classify(str(f.get("filename", ""))) == "user"]
+    if not mine:
+        return None
+    stack = []
+    for f in mine[:STACK_FRAMES]:
+        file, line = str(f.get("filename")), int(f.get("line", 0))
+        stack.append({"file": file, "line": line, "function": f.get("name"),
+                      "code": linecache.getline(file, line).strip() or None})
+    top = dict(stack[0])
+    top["stack"] = stack[1:]
+    return top
+
+
+def _shape_of(t: Any) -> tuple[list[int], str]:
+    dt = str(t.dtype).replace("torch.", "")
+    return [int(d) for d in t.shape], _DTYPES.get(dt, dt)
+
+
+def capture_names(frame: Any, torch: Any) -> dict[int, dict[str, Any]]:
+    """Storage address -> {name, shape, dtype} of the CUDA tensors the capturing code's locals hold:
+    the program's frames on the stack (locals, one level into lists, tuples, dicts and plain
+    objects' attributes; a module's parameters and buffers by path)."""
+    Tensor, Module = torch.Tensor, torch.nn.Module
+    out: dict[int, dict[str, Any]] = {}
+
+    def put(name: str, t: Any) -> None:
+        try:
+            if not isinstance(t, Tensor) or not t.is_cuda:
+                return
+            ptr = int(t.untyped_storage().data_ptr())
+            if ptr and ptr not in out:
+                shape, dt = _shape_of(t)
+                out[ptr] = {"name": name, "shape": shape, "dtype": dt}
+        except Exception:
+            pass
+
+    f, seen = frame, 0
+    while f is not None and seen < NAME_FRAMES:
+        if attribution.classify(f.f_code.co_filename) == "user":
+            seen += 1
+            for k, v in list(f.f_locals.items())[:256]:
+                if isinstance(v, Tensor):
+                    put(k, v)
+                elif isinstance(v, (list, tuple)):
+                    for j, x in enumerate(v[:NAME_ITEMS]):
+                        put(f"{k}[{j}]", x)
+                elif isinstance(v, dict):
+                    for j, (kk, x) in enumerate(v.items()):
+                        if j >= NAME_ITEMS:
+                            break
+                        put(f"{k}[{kk!r}]", x)
+                elif isinstance(v, Module):
+                    try:
+                        for j, (p, x) in enumerate(v.named_parameters()):
+                            if j >= 4 * NAME_ITEMS:
+                                break
+                            put(f"{k}.{p}", x)
+                        for p, x in v.named_buffers():
+                            put(f"{k}.{p}", x)
+                    except Exception:
+                        pass
+                elif not isinstance(v, type) and hasattr(v, "__dict__"):
+                    try:
+                        items = list(vars(v).items())[:NAME_ITEMS]
+                    except TypeError:
+                        continue
+                    for kk, x in items:
+                        put(f"{k}.{kk}", x)
+        f = f.f_back
+    return out
+
+
+# ------------------------------------------------------------------------------------ state
+@dataclass
+class Block:
+    """One external block a graph uses: the allocator's block at capture, and what became of it."""
+
+    addr: int
+    size: int
+    requested: int | None
+    allocated_at: dict[str, Any] | None
+    name: dict[str, Any] | None
+    nodes: int  # how many of the graph's nodes use it
+    freed_us: float | None = None
+    freed_at: dict[str, Any] | None = None
+    freed_site_known: bool = True
+    reused_us: float | None = None
+    reused_by: dict[str, Any] | None = None  # {bytes, allocated_at}
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"address": self.addr, "bytes": self.size, "requested_bytes": self.requested,
+                             "allocated_at": self.allocated_at, "nodes": self.nodes}
+        if self.name is not None:
+            d.update(self.name)
+        return d
+
+
+@dataclass
+class Watched:
+    """One graph's external blocks and its replays as the wrapper counted them."""
+
+    seq: int
+    exec_handle: int
+    device: int
+    blocks: list[Block]
+    pool_pointers: int
+    free_pointers: int  # words pointing into free memory of the default pool at capture
+    scan: dict[str, int]
+    scan_s: float
+    captured_us: float
+    replays: int = 0  # replays started through torch.cuda.CUDAGraph.replay
+    last_replay_us: float | None = None
+    checkpoints: list[tuple[float, int]] = field(default_factory=list)  # (time µs, replays started before)
+    destroyed: bool = False
+
+
+def _now_us() -> float:
+    return time.time() * 1e6
+
+
+class InputWatch:
+    """Finds the graphs that read memory their program freed (module docstring)."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        self.torch: Any = None
+        self.by_exec: dict[int, Watched] = {}
+        self.graphs: dict[int, Watched] = {}  # seq -> state
+        self.blocks: dict[tuple[int, int], list[tuple[Watched, Block]]] = {}  # (device, addr) -> users
+        self.lock = threading.RLock()
+        self.history: str | None = None  # "on", or why not
+        self.history_lost = False
+        self.checks = 0
+        self.check_s = 0.0
+        self.capture_s = 0.0
+        self.replays_total = 0
+        self.unmatched_replays = 0
+        self.errors: list[str] = []
+        self._seen: dict[int, tuple[float, int]] = {}  # device -> (time_us of the last event read, count at it)
+        self._installed = False
+        self._open: list[tuple[Watched, Block]] = []  # freed blocks not yet reused
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: the parent's graphs are not the child's."""
+        self.by_exec, self.graphs, self.blocks, self._open, self._seen = {}, {}, {}, [], {}
+        self.lock = threading.RLock()
+        self.checks, self.check_s, self.capture_s, self.replays_total, self.unmatched_replays = 0, 0.0, 0.0, 0, 0
+        self.errors = []
+
+    # ---------------------------------------------------------------------- install
+    def install(self) -> None:
+        """Hook torch's CUDA initialisation and ``CUDAGraph.replay`` (now or when torch.cuda loads)."""
+        if self.every <= 0:
+            return
+        attribution.on_import("torch.cuda", self._hook_cuda)
+
+    def _hook_cuda(self, cuda: Any) -> None:
+        torch = sys.modules.get("torch")
+        if torch is None or self._installed:
+            return
+        self._installed = True
+        self.torch = torch
+        try:
+            if cuda.is_initialized():
+                self._enable_history()
+            else:
+                real = cuda._lazy_init
+
+                def lazy_init(*a: Any, **k: Any) -> Any:
+                    out = real(*a, **k)
+                    if cuda.__dict__.get("_lazy_init") is lazy_init:
+                        cuda._lazy_init = real  # once: torch calls it on every CUDA call
+                    self._enable_history()
+                    return out
+
+                cuda._lazy_init = lazy_init
+        except Exception as e:
+            self.history = f"not hooked: {type(e).__name__}: {e}"
+        try:
+            self._wrap_replay(cuda.CUDAGraph)
+        except Exception as e:
+            self._error("replay wrapper", e)
+
+    def _enable_history(self) -> None:
+        if self.history == "on":
+            return
+        try:
+            self.torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python",
+                                                          max_entries=HISTORY_ENTRIES)
+            self.history = "on"
+        except Exception as e:
+            self.history = f"torch's allocator history could not be turned on: {type(e).__name__}: {e}"
+
+    def _wrap_replay(self, CG: Any) -> None:
+        real = CG.replay
+        if getattr(real, "_cgtool_inputs", False):
+            return
+        watch = self
+
+        def replay(g: Any) -> Any:
+            st = g.__dict__.get("_cgtool_watch")
+            if st is None or st.destroyed:
+                st = watch._state_of(g, st is not None)
+            if st is not None:
+                n = st.replays
+                watch.replays_total += 1
+                if n < 2 or watch.replays_total % watch.every == 0:
+                    watch.check()
+                st.replays = n + 1
+                st.last_replay_us = _now_us()
+            return real(g)
+
+        replay._cgtool_inputs = True  # type: ignore[attr-defined]
+        try:
+            replay.__doc__, replay.__name__, replay.__qualname__ = real.__doc__, real.__name__, real.__qualname__
+        except (AttributeError, TypeError):
+            pass
+        CG.replay = replay
+
+    def _state_of(self, g: Any, stale: bool = False) -> Watched | None:
+        """The graph's state, kept on the object once found; None (asked again) while unknown.
+        ``stale``: the kept one's exec was destroyed (the graph was reset and captured again)."""
+        if stale:
+            g.__dict__.pop("_cgtool_watch", None)
+            g.__dict__.pop("_cgtool_exec", None)
+        h = g.__dict__.get("_cgtool_exec")
+        if h is None:
+            try:
+                h = g.__dict__["_cgtool_exec"] = int(g.raw_cuda_graph_exec())
+            except Exception:
+                h = g.__dict__["_cgtool_exec"] = 0
+        st = self.by_exec.get(h) if h else None
+        if st is None:
+            self.unmatched_replays += 1
+            return None
+        g.__dict__["_cgtool_watch"] = st
+        return st
+
+    def _error(self, what: str, e: BaseException) -> None:
+        if len(self.errors) < 20:
+            self.errors.append(f"{what}: {type(e).__name__}: {e}")
+
+    # ---------------------------------------------------------------------- capture
+    def on_graph(self, seq: int, exec_handle: int, raw: Any, pool: list[int] | None, device: int | None,
+                 frame: Any) -> None:
+        """In the graph-exec callback: the graph's external blocks (the template is alive now)."""
+        torch = self.torch
+        if torch is None or self.every <= 0 or device is None or self.history != "on":
+            return
+        t0 = time.perf_counter()
+        try:
+            snap = torch.cuda.memory._snapshot()
+            self._read_events(snap, device, capture=True)
+            starts, ends, segs = [], [], []
+            for s in snap.get("segments", []):
+                if int(s.get("device", -1)) != device:
+                    continue
+                a = int(s["address"])
+                starts.append(a)
+                ends.append(a + int(s["total_size"]))
+                segs.append(s)
+            order = sorted(range(len(starts)), key=starts.__getitem__)
+            starts = [starts[i] for i in order]
+            ends = [ends[i] for i in order]
+            segs = [segs[i] for i in order]
+            if not starts:
+                return
+            pointers, scan = graph_pointers(raw, min(starts), max(ends))
+            names = None
+            found: dict[int, Block] = {}
+            users: dict[int, set[int]] = {}
+            pool_ptrs = free_ptrs = 0
+            for node, w in pointers:
+                k = bisect.bisect_right(starts, w) - 1
+                if k < 0 or w >= ends[k]:
+                    continue
+                seg = segs[k]
+                if tuple(seg.get("segment_pool_id") or (0, 0)) != (0, 0):
+                    pool_ptrs += 1
+                    continue
+                addr = starts[k]
+                blk = None
+                for b in seg.get("blocks", []):
+                    size = int(b["size"])
+                    if addr <= w < addr + size:
+                        blk = (addr, size, b)
+                        break
+                    addr += size
+                if blk is None:
+                    continue
+                a, size, b = blk
+                if b.get("state") != "active_allocated":
+                    free_ptrs += 1
+                    continue
+                if a not in found:
+                    if names is None:
+                        names = capture_names(frame, torch)
+                    found[a] = Block(a, size, b.get("requested_size"), user_site(b.get("frames")), names.get(a), 0)
+                users.setdefault(a, set()).add(node)
+            for a, blk_ in found.items():
+                blk_.nodes = len(users[a])
+            st = Watched(seq, exec_handle, device, sorted(found.values(), key=lambda b: b.addr), pool_ptrs,
+                         free_ptrs, scan, 0.0, _now_us())
+            st.checkpoints.append((st.captured_us, 0))
+            with self.lock:
+                old = self.by_exec.get(exec_handle)
+                if old is not None:
+                    old.destroyed = True
+                self.by_exec[exec_handle] = st
+                self.graphs[seq] = st
+                for b in st.blocks:
+                    self.blocks.setdefault((device, b.addr), []).append((st, b))
+            st.scan_s = time.perf_counter() - t0
+        except Exception as e:
+            self._error("capture", e)
+        finally:
+            self.capture_s += time.perf_counter() - t0
+
+    def on_exec_destroyed(self, exec_handle: int) -> None:
+        with self.lock:
+            st = self.by_exec.pop(exec_handle, None)
+            if st is not None:
+                st.destroyed = True
+
+    # ---------------------------------------------------------------------- checks
+    def check(self) -> None:
+        """Read the allocator's events since the last check; note a checkpoint for every graph."""
+        torch = self.torch
+        if torch is None or not self.graphs:
+            return
+        t0 = time.perf_counter()
+        try:
+            snap = torch.cuda.memory._snapshot()
+            now = _now_us()
+            with self.lock:
+                live = [st for st in self.graphs.values() if not st.destroyed]
+                devices = {st.device for st in live}
+                for d in devices:
+                    self._read_events(snap, d)
+                self._verify_blocks(snap)
+                for st in live:
+                    st.checkpoints.append((now, st.replays))
+            self.checks += 1
+        except Exception as e:
+            self._error("check", e)
+        self.check_s += time.perf_counter() - t0
+
+    def _read_events(self, snap: dict[str, Any], device: int, capture: bool = False) -> None:
+        traces = snap.get("device_traces") or []
+        if device >= len(traces):
+            return
+        events = traces[device]
+        last_t, last_n = self._seen.get(device, (-1.0, 0))
+        if events and last_t >= 0 and float(events[0].get("time_us", 0)) > last_t and len(events) >= HISTORY_ENTRIES:
+            self.history_lost = True  # the ring overflowed since the last read: some events are gone
+        at_last = 0
+        new_last_t, new_n = last_t, last_n
+        for e in events:
+            t = float(e.get("time_us", 0))
+            if t < last_t:
+                continue
+            if t == last_t:
+                at_last += 1
+                if at_last <= last_n:
+                    continue
+            if t > new_last_t:
+                new_last_t, new_n = t, 1
+            else:
+                new_n += 1
+            if not capture:
+                self._event(device, e, t)
+        self._seen[device] = (new_last_t, new_n if new_last_t != last_t else max(new_n, at_last))
+
+    def _event(self, device: int, e: dict[str, Any], t: float) -> None:
+        action = e.get("action")
+        addr = int(e.get("addr", 0))
+        if action in ("free_requested", "free_completed"):
+            for st, b in self.blocks.get((device, addr), ()):
+                if b.freed_us is None and t > st.captured_us:
+                    self._freed(st, b, t, e)
+        elif action == "alloc" and self._open:
+            size = int(e.get("size", 0))
+            for st, b in list(self._open):  # freed, not reused yet: few
+                if st.device == device and b.addr < addr + size and addr < b.addr + b.size and t >= (b.freed_us or 0):
+                    b.reused_us = t
+                    b.reused_by = {"bytes": size, "allocated_at": user_site(e.get("frames"))}
+                    self._open.remove((st, b))
+        elif action in ("segment_free", "segment_unmap"):
+            size = int(e.get("size", 0))
+            for (d, a), users in self.blocks.items():
+                if d == device and a < addr + size and addr < a + users[0][1].size:
+                    for st, b in users:
+                        if b.freed_us is None and t > st.captured_us:
+                            self._freed(st, b, t, e)
+
+    def _freed(self, st: Watched, b: Block, t: float, e: dict[str, Any] | None) -> None:
+        b.freed_us = t
+        if e is not None:
+            b.freed_at = user_site(e.get("frames"))
+        else:
+            b.freed_site_known = False
+        self._open.append((st, b))
+
+    def _verify_blocks(self, snap: dict[str, Any]) -> None:
+        """When events were lost: a watched block no longer active at its address was freed (when unknown)."""
+        if not self.history_lost:
+            return
+        active: set[tuple[int, int, int]] = set()
+        for s in snap.get("segments", []):
+            a = int(s["address"])
+            for b in s.get("blocks", []):
+                if b.get("state") == "active_allocated":
+                    active.add((int(s.get("device", 0)), a, int(b["size"])))
+                a += int(b["size"])
+        now = _now_us()
+        for (d, a), users in self.blocks.items():
+            for st, b in users:
+                if b.freed_us is None and (d, a, b.size) not in active:
+                    self._freed(st, b, now, None)
+
+    # ---------------------------------------------------------------------- results
+    def finish(self) -> None:
+        """The last check, at the end of the run."""
+        self.check()
+
+    def entry(self, seq: int) -> dict[str, Any]:
+        """What a graph's index entry says (``inputs``): its external blocks and its findings."""
+        if self.every <= 0:
+            return {"checked": False, "why_not": "input checks are off (--check-inputs 0)"}
+        st = self.graphs.get(seq)
+        if st is None:
+            why = self.history if self.history not in (None, "on") else (
+                "torch's allocator was not watched when this graph was made" if self.history is None else
+                "its memory could not be mapped to torch's allocator (see input_checks.errors)")
+            return {"checked": False, "why_not": why}
+        findings = [f for f in (self._finding(st, b) for b in st.blocks) if f is not None]
+        return {
+            "checked": st.replays > 0,
+            "why_not": None if st.replays > 0 else (
+                "never replayed through torch.cuda.CUDAGraph.replay (a raw launch is not checked)"),
+            "every": self.every,
+            "replays_checked": st.replays,
+            "checks": len(st.checkpoints) - 1,
+            "external_blocks": len(st.blocks),
+            "external_bytes": sum(b.size for b in st.blocks),
+            "pool_pointers": st.pool_pointers,
+            "free_pointers_at_capture": st.free_pointers,
+            "scan": dict(st.scan),
+            "scan_s": st.scan_s,
+            "external": [b.to_json() for b in sorted(st.blocks, key=lambda b: -b.size)[:MAX_LISTED]],
+            "findings": findings,
+        }
+
+    def _finding(self, st: Watched, b: Block) -> dict[str, Any] | None:
+        if b.freed_us is None or st.last_replay_us is None or st.last_replay_us < b.freed_us:
+            return None  # never freed, or not replayed after the free (a teardown)
+        before = [c for c in st.checkpoints if c[0] < b.freed_us]
+        after = [c for c in st.checkpoints if c[0] >= b.freed_us]
+        safe = before[-1][1] if before else 0  # replays started before the last check before the free
+        sure = after[0][1] + 1 if after else None  # the first replay started after a check after the free
+        last = st.replays
+        if sure is not None and sure > last:
+            sure = None
+        first = sure if sure is not None else last
+        exact = sure is not None and after[0][1] == safe
+        if exact:
+            first = safe + 1
+        reused_from = None
+        if b.reused_us is not None:
+            later = [c for c in st.checkpoints if c[0] >= b.reused_us]
+            reused_from = later[0][1] + 1 if later and later[0][1] + 1 <= last else None
+        return {
+            "kind": "reused" if b.reused_by is not None else "freed",
+            "input": b.to_json(),
+            "freed_at": b.freed_at,
+            "freed_site_known": b.freed_site_known,
+            "reused_by": b.reused_by,
+            "first_replay": first,
+            "first_replay_exact": exact,
+            "may_start_at": safe + 1,
+            "reused_from_replay": reused_from,
+            "last_replay": last,
+        }
+
+    def process_entry(self) -> dict[str, Any]:
+        """The process's ``input_checks``: how the checks ran and what they cost."""
+        return {"every": self.every, "history": self.history, "history_entries": HISTORY_ENTRIES,
+                "history_lost": self.history_lost, "checks": self.checks, "check_s": self.check_s,
+                "capture_s": self.capture_s, "replays_seen": self.replays_total,
+                "replays_not_matched": self.unmatched_replays, "errors": list(self.errors)}

@@ -1,0 +1,33 @@
+#!/bin/bash
+# The input checks of `cgtool record` on the GPU machine: the allocator probe, every program of
+# tests/programs/ that the checks concern (two bugs, three correct), and the findings each printed.
+# Usage (from the worktree root, PYTHONPATH set): bash scripts/gpu/stale_inputs.sh OUTDIR
+OUT=${1:-/tmp/stale}
+mkdir -p "$OUT"
+python3 benchmarks/probe_allocator_history.py --out "$OUT/probe.json" > "$OUT/probe.txt" 2>&1 || tail -20 "$OUT/probe.txt"
+for p in stale_rebind stale_freed inputs_inplace inputs_trees inputs_hf_generate server_runner; do
+  rm -rf "$OUT/rec_$p"
+  ( cd tests/programs && timeout 240 python3 -m cgtool record -o "$OUT/rec_$p" -- python3 $p.py ) > "$OUT/$p.log" 2>&1
+  echo "== $p rc=$?"
+  python3 - "$OUT/rec_$p" <<'PY'
+import json, sys, glob, os
+for idx in sorted(glob.glob(os.path.join(sys.argv[1], "p*", "index.json"))):
+    d = json.load(open(idx))
+    ic = d.get("input_checks") or {}
+    print(" ", os.path.basename(os.path.dirname(idx)), "checks", ic.get("checks"), "check_s %.4f" % (ic.get("check_s") or 0),
+          "capture_s %.4f" % (ic.get("capture_s") or 0), "history", ic.get("history"), "lost", ic.get("history_lost"),
+          "unmatched", ic.get("replays_not_matched"), "errors", ic.get("errors"))
+    for g in d.get("graphs", []):
+        i = g.get("inputs") or {}
+        print("   graph", g.get("label"), "replays", g.get("replays"), "ext", i.get("external_blocks"), "pool_ptrs",
+              i.get("pool_pointers"), "free_ptrs", i.get("free_pointers_at_capture"), "scan", i.get("scan"),
+              "why_not", i.get("why_not"))
+        for f in i.get("findings", []):
+            inp = f["input"]
+            print("     FINDING", f["kind"], inp.get("name"), inp.get("shape"), inp.get("dtype"), inp.get("bytes"),
+                  "alloc", (inp.get("allocated_at") or {}).get("line"), "freed", (f.get("freed_at") or {}).get("line"),
+                  "reused_by", ((f.get("reused_by") or {}).get("allocated_at") or {}).get("line"),
+                  "replays", f["first_replay"], f["first_replay_exact"], f["may_start_at"], f["last_replay"])
+PY
+  tail -3 "$OUT/$p.log"
+done
