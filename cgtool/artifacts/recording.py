@@ -316,3 +316,101 @@ def _check_tree(idx: dict[str, Any], folder: Path) -> None:
     if v > TREE_SCHEMA:
         raise InvalidInputError(f"{folder / INDEX} has recording schema {v}, newer than this cgtool reads "
                                 f"({TREE_SCHEMA}); upgrade cgtool.")
+
+
+# ------------------------------------------------------------------ graph inputs (input checks)
+# A graph entry's ``inputs`` (written by capture/record/inputs.py, read by inspect/stale_inputs.py):
+# ``checked``, ``why_not``, ``every``, ``replays_checked``, ``checks``, ``external_blocks``,
+# ``external_bytes``, ``pool_pointers``, ``free_pointers_at_capture``, ``scan``, ``external[]`` and
+# ``findings[]`` (kind "freed" | "reused", input {address, bytes, name, shape, dtype, allocated_at},
+# freed_at, freed_site_known, reused_by {bytes, allocated_at}, first_replay, first_replay_exact,
+# may_start_at, last_replay). The process index's ``input_checks`` says how the checks ran.
+#: freed: no tensor took the memory yet; reused: another tensor did; stale: the block is alive but
+#: nothing writes it between replays while the line that allocated it makes new ones (a rebind)
+INPUT_FINDING_KINDS = ("freed", "reused", "stale")
+
+
+@dataclass(frozen=True)
+class InputSite:
+    """A line of the program: where a block was allocated or freed."""
+
+    file: str
+    line: int
+    function: str | None
+    code: str | None
+
+
+@dataclass(frozen=True)
+class InputFinding:
+    """One external block a graph kept reading after its program freed it."""
+
+    kind: str  # one of INPUT_FINDING_KINDS
+    input_name: str | None  # the capturing code's local that held it, if one did
+    shape: tuple[int, ...] | None
+    dtype: str | None
+    bytes: int | None
+    allocated_at: InputSite | None
+    freed_at: InputSite | None
+    freed_site_known: bool
+    reused_bytes: int | None
+    reused_at: InputSite | None
+    reallocs: int  # stale: tensors of its size the same line allocated after the capture
+    unchanged_between: tuple[tuple[int, int], ...]  # stale: sampled (replay k, k+1) with no write between
+    first_replay: int  # the first replay that surely read the freed memory
+    first_replay_exact: bool  # a check ran right before the free's first replay
+    may_start_at: int  # the first replay that may have (no check ran between the two)
+    last_replay: int
+
+
+@dataclass(frozen=True)
+class InputsEntry:
+    """A graph's input checks: whether they ran, and what they found."""
+
+    checked: bool
+    why_not: str | None
+    external_blocks: int | None
+    findings: tuple[InputFinding, ...]
+
+
+def _site(d: Any) -> InputSite | None:
+    if not isinstance(d, dict) or not isinstance(d.get("file"), str) or not isinstance(d.get("line"), int):
+        return None
+    fn, code = d.get("function"), d.get("code")
+    return InputSite(d["file"], d["line"], fn if isinstance(fn, str) else None, code if isinstance(code, str) else None)
+
+
+def _int(v: Any, default: int | None = None) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def inputs_entry(graph: dict[str, Any]) -> InputsEntry | None:
+    """A graph index entry's ``inputs``, typed; None for a recording made without input checks."""
+    d = graph.get("inputs")
+    if not isinstance(d, dict):
+        return None
+    found = []
+    for f in d.get("findings") or []:
+        if not isinstance(f, dict) or f.get("kind") not in INPUT_FINDING_KINDS:
+            continue
+        inp: dict[str, Any] = f["input"] if isinstance(f.get("input"), dict) else {}
+        reused: dict[str, Any] = f["reused_by"] if isinstance(f.get("reused_by"), dict) else {}
+        shape = inp.get("shape")
+        first, last = _int(f.get("first_replay")), _int(f.get("last_replay"))
+        if first is None or last is None:
+            continue
+        found.append(InputFinding(
+            kind=f["kind"], input_name=inp.get("name") if isinstance(inp.get("name"), str) else None,
+            shape=tuple(int(x) for x in shape) if isinstance(shape, list) and all(isinstance(x, int) for x in shape)
+            else None,
+            dtype=inp.get("dtype") if isinstance(inp.get("dtype"), str) else None, bytes=_int(inp.get("bytes")),
+            allocated_at=_site(inp.get("allocated_at")), freed_at=_site(f.get("freed_at")),
+            freed_site_known=f.get("freed_site_known") is not False, reused_bytes=_int(reused.get("bytes")),
+            reused_at=_site(reused.get("allocated_at")), reallocs=_int(f.get("reallocs"), 0) or 0,
+            unchanged_between=tuple((x[0], x[1]) for x in (f.get("unchanged_between") or [])
+                                    if isinstance(x, list) and len(x) == 2 and all(isinstance(v, int) for v in x)),
+            first_replay=first,
+            first_replay_exact=f.get("first_replay_exact") is True,
+            may_start_at=_int(f.get("may_start_at"), first) or first, last_replay=last))
+    why = d.get("why_not")
+    return InputsEntry(checked=d.get("checked") is True, why_not=why if isinstance(why, str) else None,
+                       external_blocks=_int(d.get("external_blocks")), findings=tuple(found))

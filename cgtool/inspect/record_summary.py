@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 from cgtool.artifacts.recording import Recording, RecordingTree, read_json, trace_path
 from cgtool.errors import InvalidInputError
+from cgtool.inspect.stale_inputs import InputsCoverage, StaleInput, checked_sentence, coverage, sentence, stale_inputs
 
 #: The share of replays "the graphs that serve traffic" must reach (the findings name the fewest
 #: graphs that together served at least this share).
@@ -108,6 +109,8 @@ class ProcessSummary:
     pools: tuple[dict[str, Any], ...] = ()
     cuda: dict[str, Any] | None = None
     helper: str | None = None  # not recorded, and a helper command that makes no CUDA graph: what it is
+    stale_inputs: tuple[StaleInput, ...] = ()  # graphs that read memory the program freed (input checks)
+    inputs_checked: InputsCoverage | None = None  # None: recorded without input checks
     recording: Recording | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -220,7 +223,8 @@ def _process(tree: RecordingTree, rec: Recording | None, entry: Any) -> ProcessS
         gaps=tuple(replay_gaps(rec)), skips=len((idx.get("compile") or {}).get("cudagraph_skips") or []),
         suspensions=tuple(s for s in idx.get("suspended") or [] if isinstance(s, dict)),
         pools=tuple(p for p in led.get("pools") or [] if isinstance(p, dict)),
-        cuda=idx.get("cuda") if isinstance(idx.get("cuda"), dict) else None, recording=rec)
+        cuda=idx.get("cuda") if isinstance(idx.get("cuda"), dict) else None,
+        stale_inputs=tuple(stale_inputs(rec.pid, rec.graphs)), inputs_checked=coverage(rec.graphs), recording=rec)
 
 
 def summarize(tree: RecordingTree) -> RecordSummary:
@@ -289,6 +293,18 @@ def findings(s: RecordSummary) -> list[str]:
         with_graphs = [p for p in followed if p.graphs]
         out.append(f"{len(graphs)} graph(s) in {len(with_graphs)} of {len(followed)} recorded process(es), "
                    f"{total} replay(s).")
+    stale = [x for p in followed for x in p.stale_inputs]
+    for x in stale:
+        out.append(sentence(x)[0].upper() + sentence(x)[1:] + ("" if len(followed) < 2 else f" (process {x.pid})") + ".")
+    covs = [p.inputs_checked for p in followed if p.inputs_checked is not None]
+    if covs and graphs:
+        merged = InputsCoverage(sum(c.checked for c in covs), {})
+        for c in covs:
+            for k, v in c.not_checked.items():
+                merged.not_checked[k] = merged.not_checked.get(k, 0) + v
+        line = checked_sentence(len(graphs), merged, len(stale))
+        if line:
+            out.append(line)
     if graphs and total:
         ranked = sorted(graphs, key=lambda g: -g.replays)
         acc, k = 0, 0
@@ -368,3 +384,13 @@ def _who(p: ProcessSummary) -> str:
 
 def _short_reason(r: str | None) -> str:
     return (r or "unknown").split(":")[0].split(" (")[0]
+
+
+def summary_json(s: RecordSummary) -> dict[str, Any]:
+    """The summary's answers as JSON: the findings' sentences, and each graph reading freed memory."""
+    return {"program": list(s.program), "exit_code": s.exit_code, "complete": s.complete,
+            "findings": list(s.findings),
+            "stale_inputs": [x.to_json() for p in s.processes for x in p.stale_inputs],
+            "processes": [{"pid": p.pid, "graphs": len(p.graphs), "replays": p.replays, "followed": p.followed,
+                           "inputs_checked": None if p.inputs_checked is None else p.inputs_checked.checked}
+                          for p in s.processes]}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 from importlib import resources
 from typing import Any, Sequence
 
@@ -181,6 +182,21 @@ def record_html(s: RecordSummary, source: str) -> str:
                    f"<td class=num>{'-' if cap is None else f'{cap:.3f}'}<td class=num>"
                    f"{_esc('-' if p.exit_code is None else p.exit_code)}<td>{_esc(' '.join(p.argv)[:120])}</tr>")
     out.append("</table>")
+    stale = [x for p in s.processes for x in p.stale_inputs]
+    if stale:
+        out.append("<table class=grid><caption>graphs reading memory their program freed</caption><tr><th>process"
+                   "<th>graph<th>reads<th>allocated at<th>freed at<th>memory taken by<th>replays</tr>")
+        for x in stale:
+            j = x.to_json()
+            def at(site: Any) -> str:
+                return "?" if not site else f"{os.path.basename(site['file'])}:{site['line']}"
+            reused = j["reused_by"]
+            shape = "×".join(map(str, j["shape"])) + f" {j['dtype']}" if j["shape"] is not None else f"{j['bytes']} B"
+            out.append(f"<tr><td class=num>{_esc(x.pid if x.pid is not None else '?')}<td>{_esc(x.graph_label)}"
+                       f"<td>{_esc(j['input'])} ({_esc(shape)})<td>{_esc(at(j['allocated_at']))}"
+                       f"<td>{_esc(at(j['freed_at']))}<td>{_esc('-' if reused is None else reused['name'] + ' at ' + at(reused['allocated_at']))}"
+                       f"<td class=num>{j['first_replay']}–{j['last_replay']}</tr>")
+        out.append("</table>")
     rows = [(p, site, g) for p in s.processes for site in p.sites for g in site.graphs]
     if rows:
         out.append("<table class=grid><tr><th>process<th>graph<th>captured at<th>nodes<th>replays<th>cap+inst ms"

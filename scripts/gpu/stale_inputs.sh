@@ -5,9 +5,11 @@
 OUT=${1:-/tmp/stale}
 mkdir -p "$OUT"
 python3 benchmarks/probe_allocator_history.py --out "$OUT/probe.json" > "$OUT/probe.txt" 2>&1 || tail -20 "$OUT/probe.txt"
-for p in stale_rebind stale_freed inputs_inplace inputs_trees inputs_hf_generate server_runner; do
+for spec in stale_rebind stale_rebind:--free stale_freed inputs_inplace inputs_trees inputs_hf_generate server_runner; do
+  name=${spec%%:*}; args=; [ "$spec" != "$name" ] && args=${spec#*:}
+  p=$name${args:+_free}
   rm -rf "$OUT/rec_$p"
-  ( cd tests/programs && timeout 240 python3 -m cgtool record -o "$OUT/rec_$p" -- python3 $p.py ) > "$OUT/$p.log" 2>&1
+  ( cd tests/programs && timeout 240 python3 -m cgtool record -o "$OUT/rec_$p" --json "$OUT/$p.json" -- python3 $name.py $args ) > "$OUT/$p.log" 2>&1
   echo "== $p rc=$?"
   python3 - "$OUT/rec_$p" <<'PY'
 import json, sys, glob, os
@@ -27,7 +29,12 @@ for idx in sorted(glob.glob(os.path.join(sys.argv[1], "p*", "index.json"))):
             print("     FINDING", f["kind"], inp.get("name"), inp.get("shape"), inp.get("dtype"), inp.get("bytes"),
                   "alloc", (inp.get("allocated_at") or {}).get("line"), "freed", (f.get("freed_at") or {}).get("line"),
                   "reused_by", ((f.get("reused_by") or {}).get("allocated_at") or {}).get("line"),
-                  "replays", f["first_replay"], f["first_replay_exact"], f["may_start_at"], f["last_replay"])
+                  "replays", f["first_replay"], f["first_replay_exact"], f["may_start_at"], f["last_replay"],
+                  "reallocs", f.get("reallocs"), "unchanged", f.get("unchanged_between"))
+        for b in i.get("external", []):
+            if b.get("reallocs"):
+                print("     SUSPECT", b.get("name"), b.get("bytes"), b.get("reallocs"), b.get("unchanged_intervals"),
+                      b.get("written_intervals"), (b.get("allocated_at") or {}).get("line"))
 PY
-  tail -3 "$OUT/$p.log"
+  grep -v "^RESULT" "$OUT/$p.log" | tail -12
 done

@@ -1,11 +1,16 @@
 """A rebind bug: the loop rebinds the graph's input (``x = next_batch()``) where it meant
-``x.copy_(next_batch())``. The tensor the graph was captured with is freed at the rebind, and the
-caching allocator hands its memory to a later batch: the replays read whichever batch lives there."""
+``x.copy_(next_batch())``. The program keeps every batch (``seen``, for a later check), so the
+tensor the graph was captured with stays alive: every replay reads the first batch again, and
+nothing fails. ``--free``: nothing keeps the batches, so the captured tensor is freed at the rebind
+and a later batch takes its memory (each replay reads whichever batch lives there)."""
+import sys
+
 import torch
 
 import _graphcount
 
 HIDDEN = 4096
+KEEP = "--free" not in sys.argv
 
 
 def next_batch() -> torch.Tensor:
@@ -16,7 +21,9 @@ if __name__ == "__main__":
     _graphcount.install()
     torch.manual_seed(0)
     w = torch.randn(HIDDEN, HIDDEN, device="cuda", dtype=torch.float16)
+    seen = []
     x = next_batch()
+    seen.append(x) if KEEP else None
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -27,6 +34,7 @@ if __name__ == "__main__":
         y = (x @ w).relu()
     for step in range(40):
         x = next_batch()  # LINE_REBIND: the bug; meant x.copy_(next_batch())
+        seen.append(x) if KEEP else None
         g.replay()
     torch.cuda.synchronize()
-    _graphcount.result(steps=40)
+    _graphcount.result(steps=40, kept=KEEP)

@@ -54,6 +54,11 @@ from cgtool.capture.record import attribution
 HISTORY_ENTRIES = 20_000
 #: External blocks listed per graph in the index (the findings name theirs whatever the count).
 MAX_LISTED = 64
+#: A block read back to compare its contents between two replays is at most this big (a suspect
+#: bigger than this is left unknown: ``too_big``).
+CONTENT_MAX_BYTES = 64 << 20
+#: Sampled intervals a block must be found unchanged in (and written in none) to be called stale.
+MIN_UNCHANGED = 2
 #: User frames kept per allocation or free site.
 STACK_FRAMES = 4
 #: Frames examined for the names of the capture's tensors, and locals per container.
@@ -80,6 +85,9 @@ class _Driver:
         self.memcpy = lib.cuGraphMemcpyNodeGetParams
         self.memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self.memcpy.restype = ctypes.c_int
+        self.copy = lib.cuMemcpyDtoH_v2
+        self.copy.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t]
+        self.copy.restype = ctypes.c_int
         self.sizes: dict[int, list[tuple[int, int]] | None] = {}  # function -> [(offset, size)]
 
     def params_of(self, func: int) -> list[tuple[int, int]] | None:
@@ -225,6 +233,14 @@ def user_site(frames: list[dict[str, Any]] | None) -> dict[str, Any] | None:
     return top
 
 
+def _frame_key(frames: list[dict[str, Any]]) -> tuple[str, int] | None:
+    """The innermost Python frame of an allocator event (any file): which line allocated it."""
+    if not frames:
+        return None
+    f = frames[0]
+    return str(f.get("filename", "")), int(f.get("line", 0))
+
+
 def _shape_of(t: Any) -> tuple[list[int], str]:
     dt = str(t.dtype).replace("torch.", "")
     return [int(d) for d in t.shape], _DTYPES.get(dt, dt)
@@ -300,10 +316,22 @@ class Block:
     freed_site_known: bool = True
     reused_us: float | None = None
     reused_by: dict[str, Any] | None = None  # {bytes, allocated_at}
+    site_key: tuple[str, int] | None = None  # the innermost Python frame that allocated it (any file)
+    reallocs: int = 0  # allocations of its size at that frame after the capture
+    first_realloc_us: float | None = None
+    # contents, sampled for a block whose site keeps allocating (a rebind suspect): its hash after a
+    # sampled replay, and the intervals (replay k, k+1) it was found unchanged or written in
+    hash_after: tuple[int, int] | None = None
+    unchanged: list[tuple[int, int]] = field(default_factory=list)
+    written: int = 0
+    too_big: bool = False
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"address": self.addr, "bytes": self.size, "requested_bytes": self.requested,
                              "allocated_at": self.allocated_at, "nodes": self.nodes}
+        if self.reallocs:
+            d.update(reallocs=self.reallocs, unchanged_intervals=len(self.unchanged), written_intervals=self.written,
+                     contents_unknown=self.too_big)
         if self.name is not None:
             d.update(self.name)
         return d
@@ -326,6 +354,8 @@ class Watched:
     last_replay_us: float | None = None
     checkpoints: list[tuple[float, int]] = field(default_factory=list)  # (time µs, replays started before)
     destroyed: bool = False
+    suspects: list[Block] = field(default_factory=list)  # blocks whose contents are sampled
+    hash_next: bool = False  # hash the suspects after the replay now starting
 
 
 def _now_us() -> float:
@@ -353,10 +383,14 @@ class InputWatch:
         self._seen: dict[int, tuple[float, int]] = {}  # device -> (time_us of the last event read, count at it)
         self._installed = False
         self._open: list[tuple[Watched, Block]] = []  # freed blocks not yet reused
+        self._by_size: dict[tuple[int, int], list[tuple[Watched, Block]]] = {}  # (device, bytes) -> blocks
+        self.content_s = 0.0
+        self.content_reads = 0
 
     def reset_after_fork(self) -> None:
         """In a forked child: the parent's graphs are not the child's."""
         self.by_exec, self.graphs, self.blocks, self._open, self._seen = {}, {}, {}, [], {}
+        self._by_size = {}
         self.lock = threading.RLock()
         self.checks, self.check_s, self.capture_s, self.replays_total, self.unmatched_replays = 0, 0.0, 0.0, 0, 0
         self.errors = []
@@ -415,14 +449,21 @@ class InputWatch:
             st = g.__dict__.get("_cgtool_watch")
             if st is None or st.destroyed:
                 st = watch._state_of(g, st is not None)
-            if st is not None:
-                n = st.replays
-                watch.replays_total += 1
-                if n < 2 or watch.replays_total % watch.every == 0:
-                    watch.check()
-                st.replays = n + 1
-                st.last_replay_us = _now_us()
-            return real(g)
+            if st is None:
+                return real(g)
+            n = st.replays
+            watch.replays_total += 1
+            sampled = n < 2 or watch.replays_total % watch.every == 0
+            if sampled:
+                watch.check()
+            if st.suspects:
+                watch.contents_before(st, n + 1)
+            st.replays = n + 1
+            st.last_replay_us = _now_us()
+            out = real(g)
+            if sampled and st.suspects:
+                watch.contents_after(st, n + 1)
+            return out
 
         replay._cgtool_inputs = True  # type: ignore[attr-defined]
         try:
@@ -509,7 +550,9 @@ class InputWatch:
                 if a not in found:
                     if names is None:
                         names = capture_names(frame, torch)
-                    found[a] = Block(a, size, b.get("requested_size"), user_site(b.get("frames")), names.get(a), 0)
+                    frames = b.get("frames") or []
+                    found[a] = Block(a, size, b.get("requested_size"), user_site(frames), names.get(a), 0,
+                                     site_key=_frame_key(frames))
                 users.setdefault(a, set()).add(node)
             for a, blk_ in found.items():
                 blk_.nodes = len(users[a])
@@ -524,6 +567,8 @@ class InputWatch:
                 self.graphs[seq] = st
                 for b in st.blocks:
                     self.blocks.setdefault((device, b.addr), []).append((st, b))
+                    if b.site_key is not None:
+                        self._by_size.setdefault((device, b.size), []).append((st, b))
             st.scan_s = time.perf_counter() - t0
         except Exception as e:
             self._error("capture", e)
@@ -592,13 +637,12 @@ class InputWatch:
             for st, b in self.blocks.get((device, addr), ()):
                 if b.freed_us is None and t > st.captured_us:
                     self._freed(st, b, t, e)
+        elif action == "alloc" and (device, int(e.get("size", 0))) in self._by_size:
+            self._realloc(device, e, t)
+            if self._open:
+                self._reused(device, e, t, addr)
         elif action == "alloc" and self._open:
-            size = int(e.get("size", 0))
-            for st, b in list(self._open):  # freed, not reused yet: few
-                if st.device == device and b.addr < addr + size and addr < b.addr + b.size and t >= (b.freed_us or 0):
-                    b.reused_us = t
-                    b.reused_by = {"bytes": size, "allocated_at": user_site(e.get("frames"))}
-                    self._open.remove((st, b))
+            self._reused(device, e, t, addr)
         elif action in ("segment_free", "segment_unmap"):
             size = int(e.get("size", 0))
             for (d, a), users in self.blocks.items():
@@ -606,6 +650,28 @@ class InputWatch:
                     for st, b in users:
                         if b.freed_us is None and t > st.captured_us:
                             self._freed(st, b, t, e)
+
+    def _realloc(self, device: int, e: dict[str, Any], t: float) -> None:
+        """An allocation of a watched block's size: from the frame that allocated the block?"""
+        key = _frame_key(e.get("frames") or [])
+        if key is None:
+            return
+        for st, b in self._by_size[(device, int(e.get("size", 0)))]:
+            if b.site_key == key and b.freed_us is None and t > st.captured_us and int(e.get("addr", 0)) != b.addr:
+                b.reallocs += 1
+                if b.first_realloc_us is None:
+                    b.first_realloc_us = t
+                    if b not in st.suspects:
+                        st.suspects.append(b)
+
+    def _reused(self, device: int, e: dict[str, Any], t: float, addr: int) -> None:
+        """An allocation overlapping a freed block: the tensor that took its memory."""
+        size = int(e.get("size", 0))
+        for st, b in list(self._open):  # freed, not reused yet: few
+            if st.device == device and b.addr < addr + size and addr < b.addr + b.size and t >= (b.freed_us or 0):
+                b.reused_us = t
+                b.reused_by = {"bytes": size, "allocated_at": user_site(e.get("frames"))}
+                self._open.remove((st, b))
 
     def _freed(self, st: Watched, b: Block, t: float, e: dict[str, Any] | None) -> None:
         b.freed_us = t
@@ -631,6 +697,54 @@ class InputWatch:
             for st, b in users:
                 if b.freed_us is None and (d, a, b.size) not in active:
                     self._freed(st, b, now, None)
+
+    # ---------------------------------------------------------------------- contents
+    def _hash(self, b: Block) -> int | None:
+        """A hash of the block's bytes as the GPU holds them now (the device synchronised first)."""
+        if b.size > CONTENT_MAX_BYTES:
+            b.too_big = True
+            return None
+        import zlib
+
+        self.torch.cuda.synchronize()
+        buf = ctypes.create_string_buffer(b.size)
+        if _driver().copy(buf, b.addr, b.size) != 0:
+            return None
+        self.content_reads += 1
+        return zlib.crc32(buf.raw)
+
+    def contents_after(self, st: Watched, replay: int) -> None:
+        """After a sampled replay: the suspects' hashes, to compare before the next replay."""
+        t0 = time.perf_counter()
+        try:
+            for b in st.suspects:
+                if b.freed_us is None:
+                    h = self._hash(b)
+                    b.hash_after = (replay, h) if h is not None else None
+        except Exception as e:
+            self._error("contents", e)
+        self.content_s += time.perf_counter() - t0
+
+    def contents_before(self, st: Watched, replay: int) -> None:
+        """Before a replay that follows a sampled one: was a suspect written in between?"""
+        if not any(b.hash_after is not None and b.hash_after[0] == replay - 1 for b in st.suspects):
+            return
+        t0 = time.perf_counter()
+        try:
+            for b in st.suspects:
+                if b.hash_after is None or b.hash_after[0] != replay - 1 or b.freed_us is not None:
+                    continue
+                h = self._hash(b)
+                if h is None:
+                    continue
+                if h == b.hash_after[1]:
+                    b.unchanged.append((replay - 1, replay))
+                else:
+                    b.written += 1
+                b.hash_after = None
+        except Exception as e:
+            self._error("contents", e)
+        self.content_s += time.perf_counter() - t0
 
     # ---------------------------------------------------------------------- results
     def finish(self) -> None:
@@ -666,6 +780,12 @@ class InputWatch:
         }
 
     def _finding(self, st: Watched, b: Block) -> dict[str, Any] | None:
+        if b.freed_us is None and b.reallocs and b.written == 0 and len(b.unchanged) >= MIN_UNCHANGED:
+            return {  # alive, never written between replays, while its site makes new ones: a rebind
+                "kind": "stale", "input": b.to_json(), "reallocs": b.reallocs,
+                "unchanged_between": [list(x) for x in b.unchanged[:8]], "intervals_checked": len(b.unchanged),
+                "first_replay": b.unchanged[0][1], "first_replay_exact": False, "may_start_at": 1,
+                "last_replay": st.replays, "freed_at": None, "freed_site_known": True, "reused_by": None}
         if b.freed_us is None or st.last_replay_us is None or st.last_replay_us < b.freed_us:
             return None  # never freed, or not replayed after the free (a teardown)
         before = [c for c in st.checkpoints if c[0] < b.freed_us]
@@ -701,4 +821,5 @@ class InputWatch:
         return {"every": self.every, "history": self.history, "history_entries": HISTORY_ENTRIES,
                 "history_lost": self.history_lost, "checks": self.checks, "check_s": self.check_s,
                 "capture_s": self.capture_s, "replays_seen": self.replays_total,
-                "replays_not_matched": self.unmatched_replays, "errors": list(self.errors)}
+                "replays_not_matched": self.unmatched_replays, "content_reads": self.content_reads,
+                "content_s": self.content_s, "errors": list(self.errors)}

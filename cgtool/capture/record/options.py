@@ -45,6 +45,7 @@ class RecordOptions:
     follow: bool = True  # record every descendant Python process too (the library API may turn it off)
     subscriber: Subscriber = "auto"  # how CUPTI calls back (SUBSCRIBER_ENV)
     writer_quiet_s: float = 0.25  # the writer waits this long after the last capture before writing
+    json_out: Optional[Path] = None  # the summary's answers as JSON (`-`: standard output)
     check_inputs: int = 100  # check the graphs' inputs before every N-th replay of the process (0: off)
     index_refresh_s: float = 1.0  # replay counts refreshed in the process's index.json this often (0: at the end)
 
@@ -127,6 +128,9 @@ CLI: tuple[CliOption, ...] = (
               "Check that the memory each graph reads is still the tensor it was captured with (not freed, not "
               "reused): before each graph's first two replays, before every N-th replay of the process, and at "
               "the end. 0 turns the checks (and torch's allocator history they use) off."),
+    CliOption(("--json",), "json_out", "path",
+              "Also write the summary's answers as JSON (`-`: standard output): its findings, and each graph that "
+              "read memory its program freed."),
     CliOption(("--nproc-per-node",), "nproc_per_node", "int>=1",
               "Start the program through torchrun with N ranks (the same as `-- torchrun --nproc-per-node N "
               "prog.py`)."),

@@ -1,0 +1,188 @@
+"""Graphs that read memory their program freed: the findings of ``cgtool record``'s input checks.
+
+The recorder (``capture/record/inputs.py``) lists per graph the allocator blocks outside any graph
+pool that its kernels, copies and memsets use (its *external* blocks), and for each block that was
+freed and then replayed over: where it was allocated, where it was freed, which allocation took its
+memory, and the replays concerned. This module turns those entries (``artifacts/recording.py``'s
+:class:`~cgtool.artifacts.recording.InputsEntry`) into findings and sentences, from the files alone.
+
+A sentence reads: "graph #2 (serve.py:88) reads `x` (4×4096 fp16, allocated at serve.py:61); `x` was
+freed at serve.py:95 before replay 3 and its memory reused by `logits` (allocated at serve.py:97) —
+replays 3–40 read `logits`' data". A tensor's name is the capturing code's local that held it, else
+the assignment on the line that allocated it (``logits = torch.zeros(...)``), else its size.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from cgtool.artifacts.recording import InputFinding, InputSite, InputsEntry, inputs_entry
+
+
+@dataclass(frozen=True)
+class StaleInput:
+    """One graph reading memory its program freed (one external block)."""
+
+    pid: int | None
+    seq: int
+    graph_label: str
+    graph_site: str | None  # "file:line" where its capture began
+    finding: InputFinding
+
+    @property
+    def replays(self) -> int:
+        """How many replays read the freed memory for sure."""
+        f = self.finding
+        return max(0, f.last_replay - f.first_replay + 1)
+
+    def to_json(self) -> dict[str, Any]:
+        f = self.finding
+        return {"pid": self.pid, "graph": self.seq, "graph_label": self.graph_label, "captured_at": self.graph_site,
+                "kind": f.kind, "input": _name(f.input_name, f.allocated_at, f.bytes), "shape": f.shape,
+                "dtype": f.dtype, "bytes": f.bytes,
+                "allocated_at": _site_json(f.allocated_at), "freed_at": _site_json(f.freed_at),
+                "reused_by": None if f.kind != "reused" else {
+                    "name": _name(None, f.reused_at, f.reused_bytes), "bytes": f.reused_bytes,
+                    "allocated_at": _site_json(f.reused_at)},
+                "first_replay": f.first_replay, "first_replay_exact": f.first_replay_exact,
+                "may_start_at": f.may_start_at, "last_replay": f.last_replay, "replays": self.replays,
+                "sentence": sentence(self)}
+
+
+def _site_json(s: InputSite | None) -> dict[str, Any] | None:
+    return None if s is None else {"file": s.file, "line": s.line, "function": s.function, "code": s.code}
+
+
+_ASSIGN = re.compile(r"^\s*([A-Za-z_][\w.]*(?:\[[^\]]*\])?)\s*(?::[^=]+)?=(?!=)")
+
+
+def _assigned(code: str | None) -> str | None:
+    """``logits`` of ``logits = torch.zeros(...)``; None when the line assigns nothing (or several)."""
+    if not code:
+        return None
+    m = _ASSIGN.match(code)
+    if m is None or "," in m.group(1):
+        return None
+    return m.group(1)
+
+
+def _name(name: str | None, site: InputSite | None, nbytes: int | None) -> str:
+    if name:
+        return name
+    got = _assigned(site.code if site is not None else None)
+    if got and not (site is not None and site.code and site.code.lstrip().startswith("return")):
+        return got
+    return f"a {_bytes(nbytes)} tensor" if nbytes is not None else "a tensor"
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "? B"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            v = n / size
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+    return f"{n} B"
+
+
+def _at(s: InputSite | None) -> str:
+    return "?" if s is None else f"{os.path.basename(s.file)}:{s.line}"
+
+
+def _shape(f: InputFinding) -> str:
+    if f.shape is not None:
+        dims = "×".join(str(d) for d in f.shape) or "scalar"
+        return f"{dims} {f.dtype}" if f.dtype else dims
+    return _bytes(f.bytes)
+
+
+def _code(name: str) -> str:
+    return name if name.startswith("a ") else f"`{name}`"
+
+
+def sentence(s: StaleInput) -> str:
+    """The finding as the summary says it."""
+    f = s.finding
+    where = _where(s.graph_site)
+    name = _name(f.input_name, f.allocated_at, f.bytes)
+    if f.kind == "stale":
+        pairs = ", ".join(f"{a}–{b}" for a, b in f.unchanged_between[:3]) + (" ..." if len(f.unchanged_between) > 3 else "")
+        return (f"graph #{s.seq} ({where}) reads {_code(name)} ({_shape(f)}, allocated at {_at(f.allocated_at)}), "
+                f"which nothing writes between replays (checked between replays {pairs}), while "
+                f"{_at(f.allocated_at)} made {f.reallocs} new tensor(s) of its size after the capture — "
+                f"replays {f.first_replay}–{f.last_replay} read the old data (was the input rebound instead of "
+                f"updated in place, `{name if not name.startswith('a ') else 'x'}.copy_(new)`?)")
+    head = (f"graph #{s.seq} ({where}) reads {_code(name)} ({_shape(f)}, allocated at {_at(f.allocated_at)}); "
+            f"{_code(name) if not name.startswith('a ') else 'it'} was freed"
+            + (f" at {_at(f.freed_at)}" if f.freed_at is not None else
+               " (where: not known, the allocator's history had overflowed)" if not f.freed_site_known else "")
+            + f" before replay {f.first_replay}")
+    if not f.first_replay_exact and f.may_start_at < f.first_replay:
+        head += f" (or as early as replay {f.may_start_at}: no check ran in between)"
+    rng = f"replay {f.first_replay}" if f.first_replay == f.last_replay else f"replays {f.first_replay}–{f.last_replay}"
+    if f.kind == "reused":
+        other = _name(None, f.reused_at, f.reused_bytes)
+        owner = "that tensor's" if other.startswith("a ") else f"`{other}`'" + ("" if other.endswith("s") else "s")
+        return (head + f" and its memory reused by {_code(other)} (allocated at {_at(f.reused_at)}) — "
+                f"{rng} read {owner} data")
+    return head + f" — {rng} read freed memory (no tensor took it yet)"
+
+
+def _where(site: str | None) -> str:
+    if not site:
+        return "?"
+    path, _, line = site.rpartition(":")
+    return f"{os.path.basename(path)}:{line}"
+
+
+def stale_inputs(pid: int | None, graphs: Sequence[dict[str, Any]]) -> list[StaleInput]:
+    """The findings of one process's graph entries (its index.json ``graphs``)."""
+    out = []
+    for g in graphs:
+        entry = inputs_entry(g)
+        if entry is None:
+            continue
+        label = str(g.get("label") or "")
+        head = label.split()[0] if label else ""
+        seq = int(head[1:]) if head.startswith("#") and head[1:].isdigit() else 0
+        for f in entry.findings:
+            out.append(StaleInput(pid, seq, label, g.get("captured_at"), f))
+    return out
+
+
+@dataclass(frozen=True)
+class InputsCoverage:
+    """What the checks covered in one process: graphs checked and not, and why not."""
+
+    checked: int
+    not_checked: dict[str, int]  # reason -> graphs
+
+
+def coverage(graphs: Sequence[dict[str, Any]]) -> InputsCoverage | None:
+    entries = [e for e in (inputs_entry(g) for g in graphs) if e is not None]
+    if not entries:
+        return None
+    why: dict[str, int] = {}
+    for e in entries:
+        if not e.checked:
+            why[e.why_not or "unknown"] = why.get(e.why_not or "unknown", 0) + 1
+    return InputsCoverage(sum(1 for e in entries if e.checked), why)
+
+
+def checked_sentence(n_graphs: int, cov: InputsCoverage, n_findings: int) -> str | None:
+    """One line on what was checked, said when nothing was found (so silence is not mistaken for a pass)."""
+    if n_findings:
+        return None
+    if cov.checked == 0:
+        why = "; ".join(f"{n}x {w}" for w, n in sorted(cov.not_checked.items(), key=lambda x: -x[1])[:3])
+        return f"Graph inputs were not checked ({why})." if why else None
+    rest = sum(cov.not_checked.values())
+    return (f"No graph read memory its program had freed ({cov.checked} of {n_graphs} graph(s) checked"
+            + (f"; not checked: " + "; ".join(f"{n}x {w}" for w, n in cov.not_checked.items()) if rest else "")
+            + ").")
+
+
+__all__ = ["InputsCoverage", "InputsEntry", "StaleInput", "checked_sentence", "coverage", "sentence", "stale_inputs"]
