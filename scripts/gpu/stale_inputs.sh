@@ -2,6 +2,8 @@
 # The input checks of `cgtool record` on the GPU machine: the allocator probe, every program of
 # tests/programs/ that the checks concern (two bugs, three correct), and the findings each printed.
 # Usage (from the worktree root, PYTHONPATH set): bash scripts/gpu/stale_inputs.sh OUTDIR
+# The two bug programs' recordings are packed into OUTDIR/data/record_stale_* (scripts/pack_recordings.py's
+# layout), the files tests/data/record_stale_* hold: copy them there.
 OUT=${1:-/tmp/stale}
 mkdir -p "$OUT"
 python3 benchmarks/probe_allocator_history.py --out "$OUT/probe.json" > "$OUT/probe.txt" 2>&1 || tail -20 "$OUT/probe.txt"
@@ -9,8 +11,10 @@ for spec in stale_rebind stale_rebind:--free stale_freed inputs_inplace inputs_t
   name=${spec%%:*}; args=; [ "$spec" != "$name" ] && args=${spec#*:}
   p=$name${args:+_free}
   rm -rf "$OUT/rec_$p"
-  ( cd tests/programs && timeout 240 python3 -m cgtool record -o "$OUT/rec_$p" --json "$OUT/$p.json" -- python3 $name.py $args ) > "$OUT/$p.log" 2>&1
-  echo "== $p rc=$?"
+  mkdir -p "$OUT/rec_$p.run"
+  ( cd tests/programs && timeout 240 python3 -m cgtool record -o "$OUT/rec_$p" --json "$OUT/$p.json" -- python3 $name.py $args ) > "$OUT/rec_$p.run/stdout.txt" 2> "$OUT/rec_$p.run/stderr.txt"
+  rc=$?; echo $rc > "$OUT/rec_$p.run/exit_code.txt"; cat "$OUT/rec_$p.run/stdout.txt" "$OUT/rec_$p.run/stderr.txt" > "$OUT/$p.log"
+  echo "== $p rc=$rc"
   python3 - "$OUT/rec_$p" <<'PY'
 import json, sys, glob, os
 for idx in sorted(glob.glob(os.path.join(sys.argv[1], "p*", "index.json"))):
@@ -37,4 +41,10 @@ for idx in sorted(glob.glob(os.path.join(sys.argv[1], "p*", "index.json"))):
                       b.get("written_intervals"), (b.get("allocated_at") or {}).get("line"))
 PY
   grep -v "^RESULT" "$OUT/$p.log" | tail -12
+done
+
+mkdir -p "$OUT/data"
+for p in stale_rebind stale_rebind_free stale_freed inputs_inplace; do
+  python3 -c "import sys; sys.path.insert(0, 'scripts'); from pathlib import Path; from pack_recordings import pack; pack(Path(sys.argv[1]), Path(sys.argv[2]))" \
+    "$OUT/rec_$p" "$OUT/data/record_stale_${p#stale_}" && cp "$OUT/$p.json" "$OUT/data/record_stale_${p#stale_}/summary.json"
 done
