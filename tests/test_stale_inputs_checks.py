@@ -147,3 +147,36 @@ def test_a_destroyed_exec_is_looked_up_again(monkeypatch: Any) -> None:
     g.replay()  # no state for the handle now: counted as not matched, not as the old graph's
     assert watch.graphs[0].replays == 1
     assert watch.unmatched_replays == 1
+
+
+def _kept_alive_run(monkeypatch: Any, write_between: bool) -> list[dict[str, Any]]:
+    """40 replays; before each, the program allocates a new batch at the line that allocated the
+    graph's input (the rebind keeps the old one alive), and copies it into the input or not."""
+    clock = Clock()
+    watch, alloc, g, blk = setup(100, clock, monkeypatch)
+    blk.site_key = ("prog.py", 3)
+    watch._by_size[(0, SIZE)] = [(watch.graphs[0], blk)]
+    memory = {"x": 0}  # the input's contents, as a version number
+    monkeypatch.setattr(watch, "_hash", lambda b: memory["x"])
+    for step in range(40):
+        alloc.events.append({"action": "alloc", "addr": A + (step + 2) * SIZE, "size": SIZE, "time_us": clock.tick(),
+                             "frames": [{"filename": "prog.py", "line": 3, "name": "make"}]})
+        if write_between:
+            memory["x"] += 1  # x.copy_(batch)
+        clock.tick()
+        g.replay()
+    clock.tick()
+    watch.finish()
+    return list(watch.entry(0)["findings"])
+
+
+def test_kept_alive_input_never_written_is_stale(monkeypatch: Any) -> None:
+    [f] = _kept_alive_run(monkeypatch, write_between=False)
+    assert f["kind"] == "stale" and f["reallocs"] == 40
+    assert (f["first_replay"], f["first_replay_exact"]) == (1, True)  # the first batch came before replay 1
+    assert f["unchanged_between"][:2] == [[1, 2], [2, 3]]  # the sampled replays: the graph's first two
+    assert f["last_replay"] == 40
+
+
+def test_input_updated_in_place_is_not_stale(monkeypatch: Any) -> None:
+    assert _kept_alive_run(monkeypatch, write_between=True) == []

@@ -446,23 +446,17 @@ class InputWatch:
         watch = self
 
         def replay(g: Any) -> Any:
-            st = g.__dict__.get("_cgtool_watch")
-            if st is None or st.destroyed:
-                st = watch._state_of(g, st is not None)
+            try:
+                st = watch._before(g)
+            except Exception as e:  # never let a check break the program's replay
+                watch._error("replay", e)
+                st = None
             if st is None:
                 return real(g)
-            n = st.replays
-            watch.replays_total += 1
-            sampled = n < 2 or watch.replays_total % watch.every == 0
-            if sampled:
-                watch.check()
-            if st.suspects:
-                watch.contents_before(st, n + 1)
-            st.replays = n + 1
-            st.last_replay_us = _now_us()
             out = real(g)
-            if sampled and st.suspects:
-                watch.contents_after(st, n + 1)
+            if st.hash_next:
+                st.hash_next = False
+                watch.contents_after(st, st.replays)
             return out
 
         replay._cgtool_inputs = True  # type: ignore[attr-defined]
@@ -471,6 +465,28 @@ class InputWatch:
         except (AttributeError, TypeError):
             pass
         CG.replay = replay
+
+    def _before(self, g: Any) -> Watched | None:
+        """Before a replay: count it, check when it is sampled, compare kept-alive inputs' contents."""
+        d = getattr(g, "__dict__", None)
+        if d is None:
+            return None
+        st = d.get("_cgtool_watch")
+        if st is None or st.destroyed:
+            st = self._state_of(g, st is not None)
+            if st is None:
+                return None
+        n = st.replays
+        self.replays_total += 1
+        sampled = n < 2 or self.replays_total % self.every == 0
+        if sampled:
+            self.check()
+        if st.suspects:
+            self.contents_before(st, n + 1)
+            st.hash_next = sampled
+        st.replays = n + 1
+        st.last_replay_us = _now_us()
+        return st
 
     def _state_of(self, g: Any, stale: bool = False) -> Watched | None:
         """The graph's state, kept on the object once found; None (asked again) while unknown.
@@ -779,30 +795,32 @@ class InputWatch:
             "findings": findings,
         }
 
+    @staticmethod
+    def _bounds(st: Watched, t: float) -> tuple[int, bool, int]:
+        """(the first replay surely after time ``t``, whether it is exactly the first after it, the
+        first that may be): from the checks around ``t`` (the graph replayed after ``t``)."""
+        before = [c for c in st.checkpoints if c[0] < t]
+        after = [c for c in st.checkpoints if c[0] >= t]
+        safe = before[-1][1] if before else 0  # replays started before the last check before t
+        last = st.replays
+        sure = after[0][1] + 1 if after and after[0][1] + 1 <= last else None
+        if sure is None:
+            return last, safe + 1 == last, safe + 1
+        exact = after[0][1] == safe
+        return (safe + 1 if exact else sure), exact, safe + 1
+
     def _finding(self, st: Watched, b: Block) -> dict[str, Any] | None:
-        if b.freed_us is None and b.reallocs and b.written == 0 and len(b.unchanged) >= MIN_UNCHANGED:
-            return {  # alive, never written between replays, while its site makes new ones: a rebind
+        if (b.freed_us is None and b.first_realloc_us is not None and b.written == 0
+                and len(b.unchanged) >= MIN_UNCHANGED):
+            first, exact, may = self._bounds(st, b.first_realloc_us)
+            return {  # alive, never written between replays, while its line makes new ones: a rebind
                 "kind": "stale", "input": b.to_json(), "reallocs": b.reallocs,
                 "unchanged_between": [list(x) for x in b.unchanged[:8]], "intervals_checked": len(b.unchanged),
-                "first_replay": b.unchanged[0][1], "first_replay_exact": False, "may_start_at": 1,
+                "first_replay": first, "first_replay_exact": exact, "may_start_at": may,
                 "last_replay": st.replays, "freed_at": None, "freed_site_known": True, "reused_by": None}
         if b.freed_us is None or st.last_replay_us is None or st.last_replay_us < b.freed_us:
             return None  # never freed, or not replayed after the free (a teardown)
-        before = [c for c in st.checkpoints if c[0] < b.freed_us]
-        after = [c for c in st.checkpoints if c[0] >= b.freed_us]
-        safe = before[-1][1] if before else 0  # replays started before the last check before the free
-        sure = after[0][1] + 1 if after else None  # the first replay started after a check after the free
-        last = st.replays
-        if sure is not None and sure > last:
-            sure = None
-        first = sure if sure is not None else last
-        exact = sure is not None and after[0][1] == safe
-        if exact:
-            first = safe + 1
-        reused_from = None
-        if b.reused_us is not None:
-            later = [c for c in st.checkpoints if c[0] >= b.reused_us]
-            reused_from = later[0][1] + 1 if later and later[0][1] + 1 <= last else None
+        first, exact, may = self._bounds(st, b.freed_us)
         return {
             "kind": "reused" if b.reused_by is not None else "freed",
             "input": b.to_json(),
@@ -811,9 +829,8 @@ class InputWatch:
             "reused_by": b.reused_by,
             "first_replay": first,
             "first_replay_exact": exact,
-            "may_start_at": safe + 1,
-            "reused_from_replay": reused_from,
-            "last_replay": last,
+            "may_start_at": may,
+            "last_replay": st.replays,
         }
 
     def process_entry(self) -> dict[str, Any]:
