@@ -50,6 +50,7 @@ def fake_graph_class() -> type:
 
 def setup(every: int, clock: Clock, monkeypatch: Any) -> tuple[mod.InputWatch, FakeAllocator, Any, mod.Block]:
     monkeypatch.setattr(mod, "_now_us", lambda: clock.t)
+    monkeypatch.setattr(mod, "CHECK_SHARE", float("inf"))  # no pause after a check (tested below)
     alloc = FakeAllocator()
     watch = mod.InputWatch(every)
     watch.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(memory=alloc))
@@ -180,3 +181,12 @@ def test_kept_alive_input_never_written_is_stale(monkeypatch: Any) -> None:
 
 def test_input_updated_in_place_is_not_stale(monkeypatch: Any) -> None:
     assert _kept_alive_run(monkeypatch, write_between=True) == []
+
+
+def test_periodic_checks_pause_after_a_slow_one(monkeypatch: Any) -> None:
+    clock = Clock()
+    watch, alloc, g, _ = setup(1, clock, monkeypatch)
+    monkeypatch.setattr(mod, "CHECK_SHARE", 1e-9)  # any check's pause outlasts this test
+    for _ in range(10):
+        g.replay()
+    assert alloc.snapshots == 2  # the graph's first two replays only: the rest fell in the pause

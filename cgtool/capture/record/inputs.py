@@ -59,6 +59,9 @@ MAX_LISTED = 64
 CONTENT_MAX_BYTES = 64 << 20
 #: Sampled intervals a block must be found unchanged in (and written in none) to be called stale.
 MIN_UNCHANGED = 2
+#: The share of the program's time the periodic checks may take (each check is followed by a pause
+#: of its own duration / CHECK_SHARE before the next periodic one).
+CHECK_SHARE = 0.02
 #: User frames kept per allocation or free site.
 STACK_FRAMES = 4
 #: Frames examined for the names of the capture's tensors, and locals per container.
@@ -386,6 +389,8 @@ class InputWatch:
         self._by_size: dict[tuple[int, int], list[tuple[Watched, Block]]] = {}  # (device, bytes) -> blocks
         self.content_s = 0.0
         self.content_reads = 0
+        self._quiet_until = 0.0
+        self.throttled_s = 0.0  # the longest pause the periodic checks took after one (CHECK_SHARE)
 
     def reset_after_fork(self) -> None:
         """In a forked child: the parent's graphs are not the child's."""
@@ -478,7 +483,7 @@ class InputWatch:
                 return None
         n = st.replays
         self.replays_total += 1
-        sampled = n < 2 or self.replays_total % self.every == 0
+        sampled = n < 2 or (self.replays_total % self.every == 0 and time.perf_counter() >= self._quiet_until)
         if sampled:
             self.check()
         if st.suspects:
@@ -618,7 +623,14 @@ class InputWatch:
             self.checks += 1
         except Exception as e:
             self._error("check", e)
-        self.check_s += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.check_s += t1 - t0
+        # the periodic checks keep to CHECK_SHARE of the program's time: a check that took d seconds
+        # is followed by at least d / CHECK_SHARE seconds without one (the first two replays of a graph
+        # are checked whatever)
+        self._quiet_until = t1 + (t1 - t0) / CHECK_SHARE
+        if self._quiet_until > t1 + (t1 - t0):
+            self.throttled_s = max(self.throttled_s, (t1 - t0) / CHECK_SHARE)
 
     def _read_events(self, snap: dict[str, Any], device: int, capture: bool = False) -> None:
         traces = snap.get("device_traces") or []
@@ -839,4 +851,5 @@ class InputWatch:
                 "history_lost": self.history_lost, "checks": self.checks, "check_s": self.check_s,
                 "capture_s": self.capture_s, "replays_seen": self.replays_total,
                 "replays_not_matched": self.unmatched_replays, "content_reads": self.content_reads,
-                "content_s": self.content_s, "errors": list(self.errors)}
+                "content_s": self.content_s, "check_share": CHECK_SHARE, "longest_pause_s": self.throttled_s,
+                "errors": list(self.errors)}
