@@ -62,9 +62,12 @@ def main() -> None:
                    "program_wall_s": res["wall_s"]}
             if m != "bare":
                 idx = glob.glob(os.path.join(out, "p*", "index.json"))
-                ic = json.load(open(idx[0])).get("input_checks") if idx else None
+                doc = json.load(open(idx[0])) if idx else {}
+                ic = doc.get("input_checks")
                 row["input_checks"] = {k: ic.get(k) for k in ("checks", "check_s", "capture_s", "history_lost",
                                                                "errors")} if ic else None
+                row["capture_phases_us"] = [((g.get("inputs") or {}).get("scan") or {}).get("phases_us")
+                                            for g in doc.get("graphs", [])]
             rows[m].append(row)
             print(m, r, json.dumps(row), flush=True)
     bare = statistics.median(x["replays_per_s"] for x in rows["bare"])

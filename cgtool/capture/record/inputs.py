@@ -350,7 +350,7 @@ class Watched:
     blocks: list[Block]
     pool_pointers: int
     free_pointers: int  # words pointing into free memory of the default pool at capture
-    scan: dict[str, int]
+    scan: dict[str, Any]
     scan_s: float
     captured_us: float
     replays: int = 0  # replays started through torch.cuda.CUDAGraph.replay
@@ -526,6 +526,7 @@ class InputWatch:
         t0 = time.perf_counter()
         try:
             snap = torch.cuda.memory._snapshot()
+            t_snap = time.perf_counter()
             self._read_events(snap, device, capture=True)
             starts, ends, segs = [], [], []
             for s in snap.get("segments", []):
@@ -541,8 +542,11 @@ class InputWatch:
             segs = [segs[i] for i in order]
             if not starts:
                 return
+            t_ev = time.perf_counter()
             pointers, scan = graph_pointers(raw, min(starts), max(ends))
+            t_ptr = time.perf_counter()
             names = None
+            t_names = 0.0
             found: dict[int, Block] = {}
             users: dict[int, set[int]] = {}
             pool_ptrs = free_ptrs = 0
@@ -570,7 +574,9 @@ class InputWatch:
                     continue
                 if a not in found:
                     if names is None:
+                        tn = time.perf_counter()
                         names = capture_names(frame, torch)
+                        t_names = time.perf_counter() - tn
                     frames = b.get("frames") or []
                     found[a] = Block(a, size, b.get("requested_size"), user_site(frames), names.get(a), 0,
                                      site_key=_frame_key(frames))
@@ -591,6 +597,9 @@ class InputWatch:
                     if b.site_key is not None:
                         self._by_size.setdefault((device, b.size), []).append((st, b))
             st.scan_s = time.perf_counter() - t0
+            st.scan["phases_us"] = {"snapshot": int((t_snap - t0) * 1e6), "events": int((t_ev - t_snap) * 1e6),
+                                    "pointers": int((t_ptr - t_ev) * 1e6), "names": int(t_names * 1e6),
+                                    "events_in_ring": sum(len(x) for x in snap.get("device_traces") or [])}
         except Exception as e:
             self._error("capture", e)
         finally:

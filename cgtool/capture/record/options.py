@@ -88,6 +88,7 @@ class RecordOptions:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["out"] = str(self.out)
+        d["json_out"] = None if self.json_out is None else str(self.json_out)
         return d
 
     @classmethod
