@@ -6,7 +6,7 @@
 # layout), the files tests/data/record_stale_* hold: copy them there.
 OUT=${1:-/tmp/stale}
 mkdir -p "$OUT"
-python3 benchmarks/probe_allocator_history.py --out "$OUT/probe.json" > "$OUT/probe.txt" 2>&1 || tail -20 "$OUT/probe.txt"
+[ -n "$NO_PROBE" ] || python3 benchmarks/probe_allocator_history.py --out "$OUT/probe.json" > "$OUT/probe.txt" 2>&1 || tail -20 "$OUT/probe.txt"
 for spec in stale_rebind stale_rebind:--free stale_freed inputs_inplace inputs_trees inputs_hf_generate server_runner; do
   name=${spec%%:*}; args=; [ "$spec" != "$name" ] && args=${spec#*:}
   p=$name${args:+_free}
