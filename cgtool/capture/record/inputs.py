@@ -62,6 +62,11 @@ MIN_UNCHANGED = 2
 #: The share of the program's time the periodic checks may take (each check is followed by a pause
 #: of its own duration / CHECK_SHARE before the next periodic one).
 CHECK_SHARE = 0.02
+#: Kernel parameters read per function at most (a kernel's parameters fit in 32 KiB).
+MAX_PARAMS = 1024
+#: Seconds the pointer scan of one graph may take inside its instantiation; a graph whose scan
+#: stops there is checked for the blocks found so far, and its entry says so (``scan.stopped``).
+SCAN_BUDGET_S = 0.25
 #: User frames kept per allocation or free site.
 STACK_FRAMES = 4
 #: Frames examined for the names of the capture's tensors, and locals per container.
@@ -92,21 +97,30 @@ class _Driver:
         self.copy.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t]
         self.copy.restype = ctypes.c_int
         self.sizes: dict[int, list[tuple[int, int]] | None] = {}  # function -> [(offset, size)]
+        self.info_s = 0.0  # seconds in cuFuncGetParamInfo (once per function)
 
     def params_of(self, func: int) -> list[tuple[int, int]] | None:
         got = self.sizes.get(func, False)
         if got is not False:
             return got  # type: ignore[return-value]
+        t0 = time.perf_counter()
         out: list[tuple[int, int]] | None = []
         if self.param_info is None:
             out = None
         else:
             off, size = ctypes.c_size_t(), ctypes.c_size_t()
-            for i in range(4096):
+            end = 0
+            for i in range(MAX_PARAMS):
+                # past the last parameter the call fails; a zero size or an offset going back is taken
+                # as the end too (never read past what the driver describes)
                 if self.param_info(func, i, ctypes.byref(off), ctypes.byref(size)) != 0:
                     break
+                if size.value == 0 or off.value < end:
+                    break
+                end = off.value + size.value
                 out.append((off.value, size.value))  # type: ignore[union-attr]
         self.sizes[func] = out
+        self.info_s += time.perf_counter() - t0
         return out
 
 
@@ -145,8 +159,10 @@ def graph_pointers(raw: Any, lo: int, hi: int) -> tuple[list[tuple[int, int]], d
     drv = _driver()
     handles: list[int] = raw.handles
     n = len(handles)
-    stats = {"kernels": 0, "kernels_unread": 0, "copies": 0}
+    stats = {"kernels": 0, "kernels_unread": 0, "copies": 0, "stopped": 0}
     out: list[tuple[int, int]] = []
+    deadline = time.perf_counter() + SCAN_BUDGET_S
+    info0 = drv.info_s
     if n == 0:
         return out, stats
     if isinstance(raw, graphread.QuickRead):
@@ -160,6 +176,9 @@ def graph_pointers(raw: Any, lo: int, hi: int) -> tuple[list[tuple[int, int]], d
     for i in range(n):
         if i in refused:
             continue
+        if i % 64 == 63 and time.perf_counter() > deadline:
+            stats["stopped"] = i  # the nodes from here on were not scanned
+            break
         stats["kernels"] += 1
         func, kp, extra = funcs[i], kps[i], extras[i]
         words: list[int] = []
@@ -198,6 +217,7 @@ def graph_pointers(raw: Any, lo: int, hi: int) -> tuple[list[tuple[int, int]], d
         else:
             continue
         out.extend((i, w) for w in ws if lo <= w < hi)
+    stats["param_info_us"] = int((drv.info_s - info0) * 1e6)
     return out, stats
 
 
@@ -476,11 +496,10 @@ class InputWatch:
         d = getattr(g, "__dict__", None)
         if d is None:
             return None
-        st = d.get("_cgtool_watch")
-        if st is None or st.destroyed:
-            st = self._state_of(g, st is not None)
-            if st is None:
-                return None
+        kept: Watched | None = d.get("_cgtool_watch")
+        st = kept if kept is not None and not kept.destroyed else self._state_of(g, kept is not None)
+        if st is None:
+            return None
         n = st.replays
         self.replays_total += 1
         sampled = n < 2 or (self.replays_total % self.every == 0 and time.perf_counter() >= self._quiet_until)
@@ -811,6 +830,7 @@ class InputWatch:
             "pool_pointers": st.pool_pointers,
             "free_pointers_at_capture": st.free_pointers,
             "scan": dict(st.scan),
+            "scan_complete": not st.scan.get("stopped"),
             "scan_s": st.scan_s,
             "external": [b.to_json() for b in sorted(st.blocks, key=lambda b: -b.size)[:MAX_LISTED]],
             "findings": findings,
