@@ -295,13 +295,14 @@ def findings(s: RecordSummary) -> list[str]:
                    f"{total} replay(s).")
     stale = [x for p in followed for x in p.stale_inputs]
     for x in stale:
-        out.append(sentence(x)[0].upper() + sentence(x)[1:] + ("" if len(followed) < 2 else f" (process {x.pid})") + ".")
+        text = sentence(x)
+        out.append(text[0].upper() + text[1:] + ("" if len(followed) < 2 else f" (process {x.pid})") + ".")
     covs = [p.inputs_checked for p in followed if p.inputs_checked is not None]
     if covs and graphs:
         merged = InputsCoverage(sum(c.checked for c in covs), {})
         for c in covs:
-            for k, v in c.not_checked.items():
-                merged.not_checked[k] = merged.not_checked.get(k, 0) + v
+            for why, n in c.not_checked.items():
+                merged.not_checked[why] = merged.not_checked.get(why, 0) + n
         line = checked_sentence(len(graphs), merged, len(stale))
         if line:
             out.append(line)
