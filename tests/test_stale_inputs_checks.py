@@ -59,7 +59,7 @@ def setup(every: int, clock: Clock, monkeypatch: Any) -> tuple[mod.InputWatch, F
     blk = mod.Block(A, SIZE, SIZE, {"file": "prog.py", "line": 3, "function": "f", "code": "x = make()", "stack": []},
                     {"name": "x", "shape": [4, 4096], "dtype": "fp16"}, 1)
     w = mod.Watched(0, 0xE0, 0, [blk], 0, 0, {}, 0.0, clock.t)
-    w.checkpoints.append((clock.t, 0))
+    w.checkpoints.append((clock.t, 0, 0))
     watch.by_exec[0xE0], watch.graphs[0] = w, w
     watch.blocks[(0, A)] = [(w, blk)]
     return watch, alloc, CG(), blk

@@ -41,7 +41,8 @@ class StaleInput:
     def to_json(self) -> dict[str, Any]:
         f = self.finding
         return {"pid": self.pid, "graph": self.seq, "graph_label": self.graph_label, "captured_at": self.graph_site,
-                "kind": f.kind, "input": _name(f.input_name, f.allocated_at, f.bytes), "shape": f.shape,
+                "kind": f.kind, "input": _name(f.input_name, f.allocated_at, f.bytes),
+                "shape": None if f.shape is None else list(f.shape),
                 "dtype": f.dtype, "bytes": f.bytes,
                 "allocated_at": _site_json(f.allocated_at), "freed_at": _site_json(f.freed_at),
                 "reused_by": None if f.kind != "reused" else {

@@ -375,7 +375,9 @@ class Watched:
     captured_us: float
     replays: int = 0  # replays started through torch.cuda.CUDAGraph.replay
     last_replay_us: float | None = None
-    checkpoints: list[tuple[float, int]] = field(default_factory=list)  # (time µs, replays started before)
+    #: (time µs, replays started before the check, replays started by the time the program's code
+    #: runs again: one more for the graph whose replay follows the check at once, on its thread)
+    checkpoints: list[tuple[float, int, int]] = field(default_factory=list)
     destroyed: bool = False
     suspects: list[Block] = field(default_factory=list)  # blocks whose contents are sampled
     hash_next: bool = False  # hash the suspects after the replay now starting
@@ -504,7 +506,7 @@ class InputWatch:
         self.replays_total += 1
         sampled = n < 2 or (self.replays_total % self.every == 0 and time.perf_counter() >= self._quiet_until)
         if sampled:
-            self.check()
+            self.check(st)
         if st.suspects:
             self.contents_before(st, n + 1)
             st.hash_next = sampled
@@ -604,7 +606,7 @@ class InputWatch:
                 blk_.nodes = len(users[a])
             st = Watched(seq, exec_handle, device, sorted(found.values(), key=lambda b: b.addr), pool_ptrs,
                          free_ptrs, scan, 0.0, _now_us())
-            st.checkpoints.append((st.captured_us, 0))
+            st.checkpoints.append((st.captured_us, 0, 0))
             with self.lock:
                 old = self.by_exec.get(exec_handle)
                 if old is not None:
@@ -631,8 +633,9 @@ class InputWatch:
                 st.destroyed = True
 
     # ---------------------------------------------------------------------- checks
-    def check(self) -> None:
-        """Read the allocator's events since the last check; note a checkpoint for every graph."""
+    def check(self, replaying: Watched | None = None) -> None:
+        """Read the allocator's events since the last check; note a checkpoint for every graph
+        (``replaying``: the graph whose replay starts right after this check)."""
         torch = self.torch
         if torch is None or not self.graphs:
             return
@@ -647,7 +650,7 @@ class InputWatch:
                     self._read_events(snap, d)
                 self._verify_blocks(snap)
                 for st in live:
-                    st.checkpoints.append((now, st.replays))
+                    st.checkpoints.append((now, st.replays, st.replays + (st is replaying)))
             self.checks += 1
         except Exception as e:
             self._error("check", e)
@@ -842,13 +845,15 @@ class InputWatch:
         first that may be): from the checks around ``t`` (the graph replayed after ``t``)."""
         before = [c for c in st.checkpoints if c[0] < t]
         after = [c for c in st.checkpoints if c[0] >= t]
-        safe = before[-1][1] if before else 0  # replays started before the last check before t
+        # a check and the replay it precedes run back to back on the replaying thread: that replay
+        # came before anything the program did after the check (a free from another thread between
+        # the two would be missed by one replay)
+        safe = before[-1][2] if before else 0  # replays surely started before t
         last = st.replays
-        sure = after[0][1] + 1 if after and after[0][1] + 1 <= last else None
+        sure = after[0][1] + 1 if after and after[0][1] + 1 <= last else None  # the first surely after t
         if sure is None:
             return last, safe + 1 == last, safe + 1
-        exact = after[0][1] == safe
-        return (safe + 1 if exact else sure), exact, safe + 1
+        return sure, sure == safe + 1, safe + 1
 
     def _finding(self, st: Watched, b: Block) -> dict[str, Any] | None:
         if (b.freed_us is None and b.first_realloc_us is not None and b.written == 0

@@ -1,0 +1,124 @@
+"""The findings of the input checks, from the recorder's entries to what the user reads: the summary's
+sentence, ``cgtool record --json``'s ``stale_inputs`` and the report page's table.
+
+The entries are made by the recorder's own bookkeeping (capture/record/inputs.py) over a stand-in
+allocator whose events carry the lines of a small program file written here; they are put into a
+real recording from the GPU machine (tests/data/record_server). What each output must say comes
+from the timeline the test played (which line allocated, freed and re-used, which replays followed)."""
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cgtool.artifacts.recording import load_tree
+from cgtool.capture.record import inputs as mod
+from cgtool.inspect.record_summary import summarize, summary_json
+from cgtool.report.html import record_html
+
+DATA = Path(__file__).parent / "data" / "record_server"
+A, SIZE = 0x7F00_0000_0000, 4 * 4096 * 2
+PROGRAM = ["import torch\n"] * 100
+PROGRAM[60] = "    x = torch.randn(4, 4096, device='cuda', dtype=torch.float16)\n"  # line 61
+PROGRAM[94] = "    del x\n"  # line 95
+PROGRAM[96] = "    logits = torch.zeros(4, 4096, device='cuda', dtype=torch.float16)\n"  # line 97
+
+
+def frames(path: Path, line: int) -> list[dict[str, Any]]:
+    return [{"filename": str(path), "line": line, "name": "main"}]
+
+
+def play(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, free_before: int | None, replays: int = 40,
+         reuse: bool = True) -> dict[str, Any]:
+    """One graph reading ``x``; ``x`` freed before replay ``free_before`` (and its memory taken by
+    ``logits``); checks before every replay. The recorder's entry for the graph."""
+    prog = tmp_path / "serve.py"
+    prog.write_text("".join(PROGRAM))
+    t = {"now": 1000.0}
+    monkeypatch.setattr(mod, "_now_us", lambda: t["now"])
+    monkeypatch.setattr(mod, "CHECK_SHARE", float("inf"))
+    events: list[dict[str, Any]] = []
+    watch = mod.InputWatch(1)
+    watch.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(memory=types.SimpleNamespace(
+        _snapshot=lambda: {"segments": [], "device_traces": [list(events)]})))
+
+    class CUDAGraph:
+        def raw_cuda_graph_exec(self) -> int:
+            return 0xE0
+
+        def replay(self) -> None:
+            pass
+
+    watch._wrap_replay(CUDAGraph)
+    blk = mod.Block(A, SIZE, SIZE, mod.user_site(frames(prog, 61)), {"name": "x", "shape": [4, 4096], "dtype": "fp16"}, 3)
+    w = mod.Watched(0, 0xE0, 0, [blk], 0, 0, {}, 0.0, t["now"])
+    w.checkpoints.append((t["now"], 0, 0))
+    watch.by_exec[0xE0], watch.graphs[0] = w, w
+    watch.blocks[(0, A)] = [(w, blk)]
+    g = CUDAGraph()
+    for k in range(1, replays + 1):
+        if k == free_before:
+            t["now"] += 1
+            events.append({"action": "free_requested", "addr": A, "size": SIZE, "time_us": t["now"],
+                           "frames": frames(prog, 95)})
+            if reuse:
+                t["now"] += 1
+                events.append({"action": "alloc", "addr": A, "size": SIZE, "time_us": t["now"],
+                               "frames": frames(prog, 97)})
+        t["now"] += 1
+        g.replay()
+    t["now"] += 1
+    watch.finish()
+    return watch.entry(0)
+
+
+def recording(tmp_path: Path, entry: dict[str, Any]) -> Path:
+    out = tmp_path / "rec"
+    shutil.copytree(DATA, out)
+    p = out / "p1629" / "index.json.gz"
+    idx = json.loads(gzip.decompress(p.read_bytes()))
+    idx["graphs"][0]["inputs"] = json.loads(json.dumps(entry))
+    p.write_bytes(gzip.compress(json.dumps(idx).encode()))
+    return out
+
+
+def test_freed_and_reused_input_in_summary_json_and_html(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = play(tmp_path, monkeypatch, free_before=3)
+    s = summarize(load_tree(recording(tmp_path, entry)))
+    want = ("Graph #0 (server_runner.py:59) reads `x` (4×4096 fp16, allocated at serve.py:61); `x` was freed at "
+            "serve.py:95 before replay 3 and its memory reused by `logits` (allocated at serve.py:97) — replays "
+            "3–40 read `logits`' data.")
+    assert want in s.findings
+    [j] = summary_json(s)["stale_inputs"]
+    assert (j["kind"], j["input"], j["shape"], j["dtype"]) == ("reused", "x", [4, 4096], "fp16")
+    assert (j["allocated_at"]["line"], j["freed_at"]["line"], j["reused_by"]["allocated_at"]["line"]) == (61, 95, 97)
+    assert (j["first_replay"], j["last_replay"], j["replays"], j["first_replay_exact"]) == (3, 40, 38, True)
+    assert j["reused_by"]["name"] == "logits"
+    page = record_html(s, "rec")
+    assert "graphs reading memory their program freed" in page and "serve.py:95" in page and "3–40" in page
+
+
+def test_freed_not_reused_says_freed_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = play(tmp_path, monkeypatch, free_before=10, reuse=False)
+    s = summarize(load_tree(recording(tmp_path, entry)))
+    [j] = summary_json(s)["stale_inputs"]
+    assert (j["kind"], j["first_replay"], j["reused_by"]) == ("freed", 10, None)
+    assert any("replays 10–40 read freed memory" in f for f in s.findings)
+
+
+def test_no_finding_says_what_was_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = play(tmp_path, monkeypatch, free_before=None)
+    s = summarize(load_tree(recording(tmp_path, entry)))
+    assert summary_json(s)["stale_inputs"] == []
+    assert "No graph read memory its program had freed (1 of 4 graph(s) checked)." in s.findings
+
+
+def test_recording_without_checks_says_nothing_about_inputs() -> None:
+    s = summarize(load_tree(DATA))
+    assert summary_json(s)["stale_inputs"] == []
+    assert not any("freed" in f for f in s.findings)
