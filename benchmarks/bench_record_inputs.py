@@ -5,10 +5,13 @@ and at other settings, alternating, in fresh processes, ``--rounds`` times.
     python benchmarks/bench_record_inputs.py [--rounds 3] [--serve-s 10] [--layers 4] [--every 0,100,1]
                                              [--out benchmarks/results/bench_record_inputs_h100.json]
 
-The serving loop runs for a fixed time, so the figure is its throughput: graph replays served per
-second (the program counts its own), bare / recorded (1.10 means the recorded run served 10 % fewer
-replays in the same time). Also the process's wall time, and per recorded run what the checks did
-(``input_checks`` of its index.json: checks, seconds inside them, seconds at capture).
+The serving loop runs for a fixed time after the captures, so its figure is the replays served in
+that window (the program counts its own): bare / recorded (1.10 means the recorded run served 10 %
+fewer replays in the same time). Apart from it: the process's wall time (the captures' cost
+included), and per recorded run what the checks did (``input_checks`` of its index.json: checks,
+seconds inside them, seconds spent at the captures, and per graph the parts of that).
+
+    python benchmarks/bench_record_inputs.py --summarize RESULTS.json   # recompute the figures of a run
 """
 from __future__ import annotations
 
@@ -36,6 +39,24 @@ def run(cmd: list[str]) -> tuple[float, dict]:
     return wall, json.loads(line[len("RESULT "):])
 
 
+def summarize(rows: dict[str, list[dict]]) -> dict:
+    """The figures, from the raw rows alone."""
+    med = statistics.median
+    bare_served = med(x["replays"] for x in rows["bare"])
+    return {
+        "served_in_window_median": {m: med(x["replays"] for x in r) for m, r in rows.items()},
+        "serving_slowdown_vs_bare": {m: bare_served / med(x["replays"] for x in r) for m, r in rows.items()},
+        "wall_s_median": {m: med(x["wall_s"] for x in r) for m, r in rows.items()},
+        "wall_ratio_vs_bare": {m: med(x["wall_s"] for x in r) / med(x["wall_s"] for x in rows["bare"])
+                               for m, r in rows.items()},
+        "checks_capture_s_median": {m: med((x.get("input_checks") or {}).get("capture_s") or 0.0 for x in r)
+                                    for m, r in rows.items() if m != "bare"},
+        "checks_check_s_median": {m: med((x.get("input_checks") or {}).get("check_s") or 0.0 for x in r)
+                                  for m, r in rows.items() if m != "bare"},
+        "raw": rows,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -43,7 +64,16 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--every", default="0,100,1", help="--check-inputs values to run recorded (0: checks off)")
     ap.add_argument("--out")
+    ap.add_argument("--summarize", help="recompute the figures of an earlier run's JSON (no GPU)")
     a = ap.parse_args()
+    if a.summarize:
+        old = json.load(open(a.summarize))
+        new = {**old, **summarize(old["raw"])}
+        print(json.dumps({k: v for k, v in new.items() if k != "raw"}, indent=1))
+        if a.out:
+            with open(a.out, "w") as f:
+                json.dump(new, f, indent=1)
+        return
     modes = ["bare"] + [f"every{e}" for e in a.every.split(",")]
     rows: dict[str, list[dict]] = {m: [] for m in modes}
     tmp = tempfile.mkdtemp(prefix="bench_inputs_")
@@ -70,15 +100,9 @@ def main() -> None:
                                             for g in doc.get("graphs", [])]
             rows[m].append(row)
             print(m, r, json.dumps(row), flush=True)
-    bare = statistics.median(x["replays_per_s"] for x in rows["bare"])
-    summary = {
-        "program": f"tests/programs/server_runner.py {a.layers} {a.serve_s}", "rounds": a.rounds,
-        "order": "fresh processes, modes alternating (reversed every other round)",
-        "replays_per_s_median": {m: statistics.median(x["replays_per_s"] for x in rows[m]) for m in modes},
-        "slowdown_vs_bare": {m: bare / statistics.median(x["replays_per_s"] for x in rows[m]) for m in modes},
-        "wall_s_median": {m: statistics.median(x["wall_s"] for x in rows[m]) for m in modes},
-        "raw": rows,
-    }
+    summary = summarize(rows)
+    summary.update({"program": f"tests/programs/server_runner.py {a.layers} {a.serve_s}", "rounds": a.rounds,
+                    "order": "fresh processes, modes alternating (reversed every other round)"})
     try:
         import torch
 

@@ -50,6 +50,8 @@ class StaleInput:
                     "allocated_at": _site_json(f.reused_at)},
                 "first_replay": f.first_replay, "first_replay_exact": f.first_replay_exact,
                 "may_start_at": f.may_start_at, "last_replay": f.last_replay, "replays": self.replays,
+                "reallocs": f.reallocs if f.kind == "stale" else None,
+                "unchanged_between": [list(x) for x in f.unchanged_between] if f.kind == "stale" else None,
                 "sentence": sentence(self)}
 
 
