@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from cgtool.artifacts.recording import InputFinding, InputSite, InputsEntry, inputs_entry
+from cgtool.artifacts.recording import INPUT_FINDING_KINDS, GraphEntry, GraphInputs, InputFinding, InputSite
 
 
 @dataclass(frozen=True)
@@ -39,20 +39,24 @@ class StaleInput:
         return max(0, f.last_replay - f.first_replay + 1)
 
     def to_json(self) -> dict[str, Any]:
-        f = self.finding
+        f, b = self.finding, self.finding.input
+        reused = f.reused_by
         return {"pid": self.pid, "graph": self.seq, "graph_label": self.graph_label, "captured_at": self.graph_site,
-                "kind": f.kind, "input": _name(f.input_name, f.allocated_at, f.bytes),
-                "shape": None if f.shape is None else list(f.shape),
-                "dtype": f.dtype, "bytes": f.bytes,
-                "allocated_at": _site_json(f.allocated_at), "freed_at": _site_json(f.freed_at),
-                "reused_by": None if f.kind != "reused" else {
-                    "name": _name(None, f.reused_at, f.reused_bytes), "bytes": f.reused_bytes,
-                    "allocated_at": _site_json(f.reused_at)},
+                "kind": f.kind, "input": _name(b.name, b.allocated_at, b.bytes), "shape": b.shape,
+                "dtype": b.dtype, "bytes": b.bytes,
+                "allocated_at": _site_json(b.allocated_at), "freed_at": _site_json(f.freed_at),
+                "reused_by": None if reused is None else {
+                    "name": _name(None, reused.allocated_at, reused.bytes), "bytes": reused.bytes,
+                    "allocated_at": _site_json(reused.allocated_at)},
                 "first_replay": f.first_replay, "first_replay_exact": f.first_replay_exact,
-                "may_start_at": f.may_start_at, "last_replay": f.last_replay, "replays": self.replays,
+                "may_start_at": _may(f), "last_replay": f.last_replay, "replays": self.replays,
                 "reallocs": f.reallocs if f.kind == "stale" else None,
                 "unchanged_between": [list(x) for x in f.unchanged_between] if f.kind == "stale" else None,
                 "sentence": sentence(self)}
+
+
+def _may(f: InputFinding) -> int:
+    return f.may_start_at if f.may_start_at is not None else f.first_replay
 
 
 def _site_json(s: InputSite | None) -> dict[str, Any] | None:
@@ -96,10 +100,11 @@ def _at(s: InputSite | None) -> str:
 
 
 def _shape(f: InputFinding) -> str:
-    if f.shape is not None:
-        dims = "×".join(str(d) for d in f.shape) or "scalar"
-        return f"{dims} {f.dtype}" if f.dtype else dims
-    return _bytes(f.bytes)
+    b = f.input
+    if b.shape is not None:
+        dims = "×".join(str(d) for d in b.shape) or "scalar"
+        return f"{dims} {b.dtype}" if b.dtype else dims
+    return _bytes(b.bytes)
 
 
 def _code(name: str) -> str:
@@ -110,26 +115,28 @@ def sentence(s: StaleInput) -> str:
     """The finding as the summary says it."""
     f = s.finding
     where = _where(s.graph_site)
-    name = _name(f.input_name, f.allocated_at, f.bytes)
+    alloc = f.input.allocated_at
+    name = _name(f.input.name, alloc, f.input.bytes)
     if f.kind == "stale":
-        pairs = ", ".join(f"{a}–{b}" for a, b in f.unchanged_between[:3]) + (" ..." if len(f.unchanged_between) > 3 else "")
-        return (f"graph #{s.seq} ({where}) reads {_code(name)} ({_shape(f)}, allocated at {_at(f.allocated_at)}), "
+        pairs = ", ".join(f"{x[0]}–{x[1]}" for x in f.unchanged_between[:3] if len(x) == 2) + (
+            " ..." if len(f.unchanged_between) > 3 else "")
+        return (f"graph #{s.seq} ({where}) reads {_code(name)} ({_shape(f)}, allocated at {_at(alloc)}), "
                 f"which nothing writes between replays (checked between replays {pairs}), while "
-                f"{_at(f.allocated_at)} made {f.reallocs} new tensor(s) of its size after the capture — "
+                f"{_at(alloc)} made {f.reallocs} new tensor(s) of its size after the capture — "
                 f"replays {f.first_replay}–{f.last_replay} read the old data (was the input rebound instead of "
                 f"updated in place, `{name if not name.startswith('a ') else 'x'}.copy_(new)`?)")
-    head = (f"graph #{s.seq} ({where}) reads {_code(name)} ({_shape(f)}, allocated at {_at(f.allocated_at)}); "
+    head = (f"graph #{s.seq} ({where}) reads {_code(name)} ({_shape(f)}, allocated at {_at(alloc)}); "
             f"{_code(name) if not name.startswith('a ') else 'it'} was freed"
             + (f" at {_at(f.freed_at)}" if f.freed_at is not None else
                " (where: not known, the allocator's history had overflowed)" if not f.freed_site_known else "")
             + f" before replay {f.first_replay}")
-    if not f.first_replay_exact and f.may_start_at < f.first_replay:
-        head += f" (or as early as replay {f.may_start_at}: no check ran in between)"
+    if not f.first_replay_exact and _may(f) < f.first_replay:
+        head += f" (or as early as replay {_may(f)}: no check ran in between)"
     rng = f"replay {f.first_replay}" if f.first_replay == f.last_replay else f"replays {f.first_replay}–{f.last_replay}"
-    if f.kind == "reused":
-        other = _name(None, f.reused_at, f.reused_bytes)
+    if f.kind == "reused" and f.reused_by is not None:
+        other = _name(None, f.reused_by.allocated_at, f.reused_by.bytes)
         owner = "that tensor's" if other.startswith("a ") else f"`{other}`'" + ("" if other.endswith("s") else "s")
-        return (head + f" and its memory reused by {_code(other)} (allocated at {_at(f.reused_at)}) — "
+        return (head + f" and its memory reused by {_code(other)} (allocated at {_at(f.reused_by.allocated_at)}) — "
                 f"{rng} read {owner} data")
     return head + f" — {rng} read freed memory (no tensor took it yet)"
 
@@ -141,18 +148,15 @@ def _where(site: str | None) -> str:
     return f"{os.path.basename(path)}:{line}"
 
 
-def stale_inputs(pid: int | None, graphs: Sequence[dict[str, Any]]) -> list[StaleInput]:
-    """The findings of one process's graph entries (its index.json ``graphs``)."""
+def stale_inputs(pid: int | None, graphs: Sequence[GraphEntry]) -> list[StaleInput]:
+    """The findings of one process's graph entries (its index's ``graphs``)."""
     out = []
     for g in graphs:
-        entry = inputs_entry(g)
-        if entry is None:
+        if g.inputs is None:
             continue
-        label = str(g.get("label") or "")
-        head = label.split()[0] if label else ""
-        seq = int(head[1:]) if head.startswith("#") and head[1:].isdigit() else 0
-        for f in entry.findings:
-            out.append(StaleInput(pid, seq, label, g.get("captured_at"), f))
+        for f in g.inputs.findings:
+            if f.kind in INPUT_FINDING_KINDS:
+                out.append(StaleInput(pid, g.seq, g.label, g.captured_at, f))
     return out
 
 
@@ -164,8 +168,8 @@ class InputsCoverage:
     not_checked: dict[str, int]  # reason -> graphs
 
 
-def coverage(graphs: Sequence[dict[str, Any]]) -> InputsCoverage | None:
-    entries = [e for e in (inputs_entry(g) for g in graphs) if e is not None]
+def coverage(graphs: Sequence[GraphEntry]) -> InputsCoverage | None:
+    entries: list[GraphInputs] = [g.inputs for g in graphs if g.inputs is not None]
     if not entries:
         return None
     why: dict[str, int] = {}
@@ -188,4 +192,4 @@ def checked_sentence(n_graphs: int, cov: InputsCoverage, n_findings: int) -> str
             + ").")
 
 
-__all__ = ["InputsCoverage", "InputsEntry", "StaleInput", "checked_sentence", "coverage", "sentence", "stale_inputs"]
+__all__ = ["InputsCoverage", "StaleInput", "checked_sentence", "coverage", "sentence", "stale_inputs"]
