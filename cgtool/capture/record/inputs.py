@@ -412,6 +412,9 @@ class InputWatch:
         self.content_s = 0.0
         self.content_reads = 0
         self._quiet_until = 0.0
+        #: whether a stream capture is open in any thread (the recorder's tracker knows): no check
+        #: then, since a CUDA call from here could invalidate another thread's capture
+        self.capturing: Any = lambda: False
         self.throttled_s = 0.0  # the longest pause the periodic checks took after one (CHECK_SHARE)
 
     def reset_after_fork(self) -> None:
@@ -504,10 +507,11 @@ class InputWatch:
             return None
         n = st.replays
         self.replays_total += 1
-        sampled = n < 2 or (self.replays_total % self.every == 0 and time.perf_counter() >= self._quiet_until)
+        sampled = (n < 2 or (self.replays_total % self.every == 0 and time.perf_counter() >= self._quiet_until)) \
+            and not self.capturing()
         if sampled:
             self.check(st)
-        if st.suspects:
+        if st.suspects and not self.capturing():
             self.contents_before(st, n + 1)
             st.hash_next = sampled
         st.replays = n + 1

@@ -78,6 +78,9 @@ class Recorder:
         self.inputs = InputWatch(o.check_inputs) if o.check_inputs > 0 else None
         self.tracker = GraphTracker(self.sub, trace_replays=o.trace_replays, trace_skip=o.trace_skip,
                                     sink=self._submit, inputs=self.inputs)
+        if self.inputs is not None:
+            tracker = self.tracker
+            self.inputs.capturing = lambda: bool(tracker.captures)
         self.coverage: Coverage | None = None
         self.skips: list[dict[str, Any]] = []
         self.suspensions: list[dict[str, Any]] = []
