@@ -294,7 +294,7 @@ def findings(s: RecordSummary) -> list[str]:
         out.append(text[0].upper() + text[1:] + ("" if len(followed) < 2 else f" (process {x.pid})") + ".")
     covs = [p.inputs_checked for p in followed if p.inputs_checked is not None]
     if covs and graphs:
-        merged = InputsCoverage(sum(c.checked for c in covs), {})
+        merged = InputsCoverage(sum(c.checked for c in covs), {}, sum(c.partial for c in covs))
         for c in covs:
             for why, n in c.not_checked.items():
                 merged.not_checked[why] = merged.not_checked.get(why, 0) + n

@@ -166,6 +166,7 @@ class InputsCoverage:
 
     checked: int
     not_checked: dict[str, int]  # reason -> graphs
+    partial: int = 0  # checked graphs whose kernel parameters were not all read (the scan's time bound)
 
 
 def coverage(graphs: Sequence[GraphEntry]) -> InputsCoverage | None:
@@ -176,7 +177,8 @@ def coverage(graphs: Sequence[GraphEntry]) -> InputsCoverage | None:
     for e in entries:
         if not e.checked:
             why[e.why_not or "unknown"] = why.get(e.why_not or "unknown", 0) + 1
-    return InputsCoverage(sum(1 for e in entries if e.checked), why)
+    return InputsCoverage(sum(1 for e in entries if e.checked), why,
+                          sum(1 for e in entries if e.checked and e.scan_complete is False))
 
 
 def checked_sentence(n_graphs: int, cov: InputsCoverage, n_findings: int) -> str | None:
@@ -188,6 +190,7 @@ def checked_sentence(n_graphs: int, cov: InputsCoverage, n_findings: int) -> str
         return f"Graph inputs were not checked ({why})." if why else None
     rest = sum(cov.not_checked.values())
     return (f"No graph read memory its program had freed ({cov.checked} of {n_graphs} graph(s) checked"
+            + (f", {cov.partial} of them on part of their kernels (the scan's time bound)" if cov.partial else "")
             + (f"; not checked: " + "; ".join(f"{n}x {w}" for w, n in cov.not_checked.items()) if rest else "")
             + ").")
 
