@@ -190,3 +190,66 @@ def test_periodic_checks_pause_after_a_slow_one(monkeypatch: Any) -> None:
     for _ in range(10):
         g.replay()
     assert alloc.snapshots == 2  # the graph's first two replays only: the rest fell in the pause
+
+
+# ------------------------------------------------------------------ the pointer scan, on host memory
+def test_pointer_scan_reads_every_word_of_each_parameter(monkeypatch: Any) -> None:
+    """Two kernel nodes whose parameters live in host buffers (as the driver's do): a pointer, an
+    int, and a struct holding two pointers; a memset node. The scan finds exactly the words that
+    fall in the range, by node (brute force over the same bytes)."""
+    import ctypes
+
+    from cgtool.capture import _fastcuda, graphread
+
+    lo, hi = 0x7F00_0000_0000, 0x7F00_1000_0000
+    p0, p1, p2 = lo + 0x100, lo + 0x2000, lo + 0x30000
+    a = ctypes.c_uint64(p0)
+    b = ctypes.c_uint32(7)
+    s = (ctypes.c_uint64 * 3)(p1, 12345, p2)  # a struct: {ptr, int64, ptr}
+    outside = ctypes.c_uint64(0x1234)
+    args0 = (ctypes.c_void_p * 3)(ctypes.addressof(a), ctypes.addressof(b), ctypes.addressof(s))
+    args1 = (ctypes.c_void_p * 1)(ctypes.addressof(outside))
+    params = (_fastcuda.KernelParamsV2 * 3)()
+    params[0].func, params[0].kernelParams = 0xF0, ctypes.addressof(args0)
+    params[1].func, params[1].kernelParams = 0xF1, ctypes.addressof(args1)
+    layouts = {0xF0: [(0, 8), (8, 4), (16, 24)], 0xF1: [(0, 8)]}
+
+    class Drv:
+        info_s = 0.0
+
+        def params_of(self, func: int) -> Any:
+            return layouts[func]
+
+        def memset(self, node: int, out: int) -> int:
+            ctypes.c_uint64.from_address(out).value = p2 + 64  # dst
+            return 0
+
+    monkeypatch.setattr(mod, "_driver", lambda: Drv())
+    monkeypatch.setattr(graphread, "_NODE_TYPE_NAMES", {3: "memset"})
+    raw = graphread.QuickRead(c=([0xA, 0xB, 0xC], b"", b"", params, [2], {}, b""), exec_id=1, types={2: 3}, t0=0.0)
+    found, stats = mod.graph_pointers(raw, lo, hi)
+    assert sorted(found) == [(0, p0), (0, p1), (0, p2), (2, p2 + 64)]
+    assert stats["kernels"] == 2 and stats["copies"] == 1 and stats["kernels_unread"] == 0
+
+
+def test_parameter_layout_stops_where_the_driver_stops_describing() -> None:
+    """cuFuncGetParamInfo stand-in: three parameters, then (depending on the driver) an error, a zero
+    size or an offset going back; the layout is the three whatever comes after."""
+    import ctypes
+
+    for after in ("error", "zero", "back"):
+        real = [(0, 8), (8, 8), (16, 4)]
+
+        def info(func: int, i: int, off: Any, size: Any, _after: str = after) -> int:
+            if i < len(real):
+                off._obj.value, size._obj.value = real[i]
+                return 0
+            if _after == "error":
+                return 1
+            off._obj.value, size._obj.value = (24, 0) if _after == "zero" else (0, 8)
+            return 0
+
+        drv = object.__new__(mod._Driver)
+        drv.param_info, drv.sizes, drv.info_s = info, {}, 0.0
+        assert drv.params_of(0xF0) == real, after
+    assert ctypes  # the stand-in writes through byref() as the driver writes through pointers
