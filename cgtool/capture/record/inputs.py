@@ -67,6 +67,10 @@ MAX_PARAMS = 1024
 #: Seconds the pointer scan of one graph may take inside its instantiation; a graph whose scan
 #: stops there is checked for the blocks found so far, and its entry says so (``scan.stopped``).
 SCAN_BUDGET_S = 0.25
+#: The scans at capture stop (later graphs are not checked, and say so) once they have taken this
+#: many seconds in all and more than CAPTURE_SHARE of the run so far.
+CAPTURE_BUDGET_S = 2.0
+CAPTURE_SHARE = 0.05
 #: User frames kept per allocation or free site.
 STACK_FRAMES = 4
 #: Frames examined for the names of the capture's tensors, and locals per container.
@@ -412,6 +416,8 @@ class InputWatch:
         self.content_s = 0.0
         self.content_reads = 0
         self._quiet_until = 0.0
+        self.t0 = time.perf_counter()
+        self.skipped: dict[int, str] = {}  # seq -> why its blocks were not scanned
         #: whether a stream capture is open in any thread (the recorder's tracker knows): no check
         #: then, since a CUDA call from here could invalidate another thread's capture
         self.capturing: Any = lambda: False
@@ -420,7 +426,7 @@ class InputWatch:
     def reset_after_fork(self) -> None:
         """In a forked child: the parent's graphs are not the child's."""
         self.by_exec, self.graphs, self.blocks, self._open, self._seen = {}, {}, {}, [], {}
-        self._by_size = {}
+        self._by_size, self.skipped, self.t0 = {}, {}, time.perf_counter()
         self.lock = threading.RLock()
         self.checks, self.check_s, self.capture_s, self.replays_total, self.unmatched_replays = 0, 0.0, 0.0, 0, 0
         self.errors = []
@@ -549,6 +555,10 @@ class InputWatch:
         if torch is None or self.every <= 0 or device is None or self.history != "on":
             return
         t0 = time.perf_counter()
+        if self.capture_s > max(CAPTURE_BUDGET_S, CAPTURE_SHARE * (t0 - self.t0)):
+            self.skipped[seq] = (f"not scanned: the scans at capture took {self.capture_s:.2f} s already, "
+                                 f"their bound (CAPTURE_BUDGET_S, CAPTURE_SHARE of the run)")
+            return
         try:
             snap = torch.cuda.memory._snapshot()
             t_snap = time.perf_counter()
@@ -819,6 +829,8 @@ class InputWatch:
         if self.every <= 0:
             return {"checked": False, "why_not": "input checks are off (--check-inputs 0)"}
         st = self.graphs.get(seq)
+        if st is None and seq in self.skipped:
+            return {"checked": False, "why_not": self.skipped[seq]}
         if st is None:
             why = self.history if self.history not in (None, "on") else (
                 "torch's allocator was not watched when this graph was made" if self.history is None else
