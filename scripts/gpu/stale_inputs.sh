@@ -7,12 +7,12 @@
 OUT=${1:-/tmp/stale}
 mkdir -p "$OUT"
 [ -n "$NO_PROBE" ] || python3 benchmarks/probe_allocator_history.py --out "$OUT/probe.json" > "$OUT/probe.txt" 2>&1 || tail -20 "$OUT/probe.txt"
-for spec in stale_rebind stale_rebind:--free stale_freed inputs_inplace inputs_trees inputs_hf_generate server_runner; do
+for spec in stale_rebind stale_rebind:--free stale_freed inputs_inplace server_runner inputs_trees inputs_hf_generate; do
   name=${spec%%:*}; args=; [ "$spec" != "$name" ] && args=${spec#*:}
   p=$name${args:+_free}
   rm -rf "$OUT/rec_$p"
   mkdir -p "$OUT/rec_$p.run"
-  ( cd tests/programs && timeout 240 python3 -m cgtool record -o "$OUT/rec_$p" --json "$OUT/$p.json" -- python3 $name.py $args ) > "$OUT/rec_$p.run/stdout.txt" 2> "$OUT/rec_$p.run/stderr.txt"
+  ( cd tests/programs && timeout 120 python3 -m cgtool record -o "$OUT/rec_$p" --json "$OUT/$p.json" -- python3 $name.py $args ) > "$OUT/rec_$p.run/stdout.txt" 2> "$OUT/rec_$p.run/stderr.txt"
   rc=$?; echo $rc > "$OUT/rec_$p.run/exit_code.txt"; cat "$OUT/rec_$p.run/stdout.txt" "$OUT/rec_$p.run/stderr.txt" > "$OUT/$p.log"
   echo "== $p rc=$rc"
   python3 - "$OUT/rec_$p" <<'PY'
@@ -23,11 +23,12 @@ for idx in sorted(glob.glob(os.path.join(sys.argv[1], "p*", "index.json"))):
     print(" ", os.path.basename(os.path.dirname(idx)), "checks", ic.get("checks"), "check_s %.4f" % (ic.get("check_s") or 0),
           "capture_s %.4f" % (ic.get("capture_s") or 0), "history", ic.get("history"), "lost", ic.get("history_lost"),
           "unmatched", ic.get("replays_not_matched"), "errors", ic.get("errors"))
-    for g in d.get("graphs", []):
+    for gi, g in enumerate(d.get("graphs", [])):
         i = g.get("inputs") or {}
-        print("   graph", g.get("label"), "replays", g.get("replays"), "ext", i.get("external_blocks"), "pool_ptrs",
-              i.get("pool_pointers"), "free_ptrs", i.get("free_pointers_at_capture"), "scan", i.get("scan"),
-              "why_not", i.get("why_not"))
+        if gi < 3:  # the first graphs: what the scan found and where its time went
+            print("   graph", g.get("label"), "replays", g.get("replays"), "ext", i.get("external_blocks"), "pool_ptrs",
+                  i.get("pool_pointers"), "free_ptrs", i.get("free_pointers_at_capture"), "scan", i.get("scan"),
+                  "scan_s %.4f" % (i.get("scan_s") or 0), "why_not", i.get("why_not"))
         for f in i.get("findings", []):
             inp = f["input"]
             print("     FINDING", f["kind"], inp.get("name"), inp.get("shape"), inp.get("dtype"), inp.get("bytes"),
@@ -40,7 +41,7 @@ for idx in sorted(glob.glob(os.path.join(sys.argv[1], "p*", "index.json"))):
                 print("     SUSPECT", b.get("name"), b.get("bytes"), b.get("reallocs"), b.get("unchanged_intervals"),
                       b.get("written_intervals"), (b.get("allocated_at") or {}).get("line"))
 PY
-  grep -v "^RESULT" "$OUT/$p.log" | tail -12
+  grep -v "^RESULT" "$OUT/$p.log" | grep -i "graph #\|no graph read\|not checked\|error\|Traceback" | cut -c1-400 | head -6
 done
 
 mkdir -p "$OUT/data"
