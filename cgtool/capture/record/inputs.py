@@ -824,8 +824,9 @@ class InputWatch:
         """The last check, at the end of the run."""
         self.check()
 
-    def entry(self, seq: int) -> dict[str, Any]:
-        """What a graph's index entry says (``inputs``): its external blocks and its findings."""
+    def entry(self, seq: int, launches: int | None = None) -> dict[str, Any]:
+        """What a graph's index entry says (``inputs``): its external blocks and its findings.
+        ``launches``: its replays as CUPTI counted them (any launch, not only through torch)."""
         if self.every <= 0:
             return {"checked": False, "why_not": "input checks are off (--check-inputs 0)"}
         st = self.graphs.get(seq)
@@ -840,7 +841,8 @@ class InputWatch:
         return {
             "checked": st.replays > 0,
             "why_not": None if st.replays > 0 else (
-                "never replayed through torch.cuda.CUDAGraph.replay (a raw launch is not checked)"),
+                "never replayed" if not launches else
+                "replayed only outside torch.cuda.CUDAGraph.replay (a raw cudaGraphLaunch is not checked)"),
             "every": self.every,
             "replays_checked": st.replays,
             "checks": len(st.checkpoints) - 1,

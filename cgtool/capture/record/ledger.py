@@ -84,13 +84,13 @@ def graph_entry(r: GraphRecord, replays: int, coverage: Any = None, inputs: Any 
                          for t in r.traced],
         kernel_ns=coverage.graph_ns.get(r.exec_graph_id, 0) if coverage is not None else None,
         kernels=coverage.graph_kernels.get(r.exec_graph_id, 0) if coverage is not None else None,
-        inputs=_graph_inputs(inputs, r.seq) if inputs is not None else None,
+        inputs=_graph_inputs(inputs, r.seq, replays) if inputs is not None else None,
     )
 
 
-def _graph_inputs(inputs: Any, seq: int) -> GraphInputs:
+def _graph_inputs(inputs: Any, seq: int, replays: int) -> GraphInputs:
     try:
-        return msgspec.convert(inputs.entry(seq), GraphInputs)
+        return msgspec.convert(inputs.entry(seq, replays), GraphInputs)
     except Exception as e:  # never lose the index over the checks
         return GraphInputs(checked=False, why_not=f"recorder error: {type(e).__name__}: {e}")
 
