@@ -180,7 +180,7 @@ def graph_pointers(raw: Any, lo: int, hi: int) -> tuple[list[tuple[int, int]], d
     for i in range(n):
         if i in refused:
             continue
-        if i % 64 == 63 and time.perf_counter() > deadline:
+        if time.perf_counter() > deadline:
             stats["stopped"] = i  # the nodes from here on were not scanned
             break
         stats["kernels"] += 1
