@@ -65,7 +65,7 @@ CHECK_SHARE = 0.02
 #: Kernel parameters read per function at most (a kernel's parameters fit in 32 KiB).
 MAX_PARAMS = 1024
 #: Seconds the pointer scan of one graph may take inside its instantiation; a graph whose scan
-#: stops there is checked for the blocks found so far, and its entry says so (``scan.stopped``).
+#: stops there is checked for the blocks found so far, and its entry says so (``scan_complete``).
 SCAN_BUDGET_S = 0.25
 #: The scans at capture stop (later graphs are not checked, and say so) once they have taken this
 #: many seconds in all and more than CAPTURE_SHARE of the run so far.
@@ -163,7 +163,7 @@ def graph_pointers(raw: Any, lo: int, hi: int) -> tuple[list[tuple[int, int]], d
     drv = _driver()
     handles: list[int] = raw.handles
     n = len(handles)
-    stats = {"kernels": 0, "kernels_unread": 0, "copies": 0, "stopped": 0}
+    stats = {"kernels": 0, "kernels_unread": 0, "copies": 0, "complete": 1}
     out: list[tuple[int, int]] = []
     deadline = time.perf_counter() + SCAN_BUDGET_S
     info0 = drv.info_s
@@ -181,7 +181,7 @@ def graph_pointers(raw: Any, lo: int, hi: int) -> tuple[list[tuple[int, int]], d
         if i in refused:
             continue
         if time.perf_counter() > deadline:
-            stats["stopped"] = i  # the nodes from here on were not scanned
+            stats["complete"], stats["stopped_at_node"] = 0, i  # the nodes from here on were not scanned
             break
         stats["kernels"] += 1
         func, kp, extra = funcs[i], kps[i], extras[i]
@@ -851,7 +851,7 @@ class InputWatch:
             "pool_pointers": st.pool_pointers,
             "free_pointers_at_capture": st.free_pointers,
             "scan": dict(st.scan),
-            "scan_complete": not st.scan.get("stopped"),
+            "scan_complete": bool(st.scan.get("complete", 1)),
             "scan_s": st.scan_s,
             "external": [b.to_json() for b in sorted(st.blocks, key=lambda b: -b.size)[:MAX_LISTED]],
             "findings": findings,
