@@ -229,7 +229,11 @@ def test_pointer_scan_reads_every_word_of_each_parameter(monkeypatch: Any) -> No
     raw = graphread.QuickRead(c=([0xA, 0xB, 0xC], b"", b"", params, [2], {}, b""), exec_id=1, types={2: 3}, t0=0.0)
     found, stats = mod.graph_pointers(raw, lo, hi)
     assert sorted(found) == [(0, p0), (0, p1), (0, p2), (2, p2 + 64)]
-    assert stats["kernels"] == 2 and stats["copies"] == 1 and stats["kernels_unread"] == 0
+    assert stats["kernels"] == 2 and stats["copies"] == 1 and stats["kernels_unread"] == 0 and stats["complete"]
+    # out of time before the first kernel: no kernel read, and the scan says it is incomplete
+    monkeypatch.setattr(mod, "SCAN_BUDGET_S", -1.0)
+    found, stats = mod.graph_pointers(raw, lo, hi)
+    assert [n for n, _ in found if n in (0, 1)] == [] and stats["complete"] == 0 and stats["stopped_at_node"] == 0
 
 
 def test_parameter_layout_stops_where_the_driver_stops_describing() -> None:
