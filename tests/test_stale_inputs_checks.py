@@ -7,7 +7,8 @@ from __future__ import annotations
 import types
 from typing import Any
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cgtool.capture.record import inputs as mod
 
@@ -76,7 +77,7 @@ def test_reported_replays_bound_the_true_ones(steps: list[str], every: int) -> N
     mp = pytest.MonkeyPatch()
     try:
         clock = Clock()
-        watch, alloc, g, blk = setup(every, clock, mp)
+        watch, alloc, g, _ = setup(every, clock, mp)
         replay_times: list[float] = []
         freed_at = reused_at = None
         for s in steps:
@@ -119,7 +120,7 @@ def test_reported_replays_bound_the_true_ones(steps: list[str], every: int) -> N
 
 def test_checks_run_at_first_two_replays_and_every_nth(monkeypatch: Any) -> None:
     clock = Clock()
-    watch, alloc, g, _ = setup(5, clock, monkeypatch)
+    _, alloc, g, _ = setup(5, clock, monkeypatch)
     for _ in range(12):
         clock.tick()
         g.replay()
@@ -142,7 +143,7 @@ def test_free_after_the_last_replay_is_no_finding(monkeypatch: Any) -> None:
 
 def test_a_destroyed_exec_is_looked_up_again(monkeypatch: Any) -> None:
     clock = Clock()
-    watch, alloc, g, _ = setup(1, clock, monkeypatch)
+    watch, _, g, _ = setup(1, clock, monkeypatch)
     g.replay()
     watch.on_exec_destroyed(0xE0)
     g.replay()  # no state for the handle now: counted as not matched, not as the old graph's
@@ -185,7 +186,7 @@ def test_input_updated_in_place_is_not_stale(monkeypatch: Any) -> None:
 
 def test_periodic_checks_pause_after_a_slow_one(monkeypatch: Any) -> None:
     clock = Clock()
-    watch, alloc, g, _ = setup(1, clock, monkeypatch)
+    _, alloc, g, _ = setup(1, clock, monkeypatch)
     monkeypatch.setattr(mod, "CHECK_SHARE", 1e-9)  # any check's pause outlasts this test
     for _ in range(10):
         g.replay()
@@ -244,9 +245,10 @@ def test_parameter_layout_stops_where_the_driver_stops_describing() -> None:
     for after in ("error", "zero", "back"):
         real = [(0, 8), (8, 8), (16, 4)]
 
-        def info(func: int, i: int, off: Any, size: Any, _after: str = after) -> int:
-            if i < len(real):
-                off._obj.value, size._obj.value = real[i]
+        def info(func: int, i: int, off: Any, size: Any, _after: str = after,
+                 _real: list[tuple[int, int]] = real) -> int:
+            if i < len(_real):
+                off._obj.value, size._obj.value = _real[i]
                 return 0
             if _after == "error":
                 return 1

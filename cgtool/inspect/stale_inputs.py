@@ -16,10 +16,17 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
-from cgtool.artifacts.recording import INPUT_FINDING_KINDS, GraphEntry, GraphInputs, InputFinding, InputSite
+from cgtool.artifacts.recording import (
+    INPUT_FINDING_KINDS,
+    GraphEntry,
+    GraphInputs,
+    InputFinding,
+    InputSite,
+)
 
 
 @dataclass(frozen=True)
@@ -191,7 +198,7 @@ def checked_sentence(n_graphs: int, cov: InputsCoverage, n_findings: int) -> str
     rest = sum(cov.not_checked.values())
     return (f"No graph read memory its program had freed ({cov.checked} of {n_graphs} graph(s) checked"
             + (f", {cov.partial} of them on part of their kernels (the scan's time bound)" if cov.partial else "")
-            + (f"; not checked: " + "; ".join(f"{n}x {w}" for w, n in cov.not_checked.items()) if rest else "")
+            + ("; not checked: " + "; ".join(f"{n}x {w}" for w, n in cov.not_checked.items()) if rest else "")
             + ").")
 
 
