@@ -122,3 +122,36 @@ def test_recording_without_checks_says_nothing_about_inputs() -> None:
     s = summarize(load_tree(DATA))
     assert summary_json(s)["stale_inputs"] == []
     assert not any("freed" in f for f in s.findings)
+
+
+# ------------------------------------------------ real recordings of the bug programs (GPU machine)
+PROGRAMS = Path(__file__).parent / "programs"
+REAL = {"freed": ("stale_freed.py", "reused"), "rebind": ("stale_rebind.py", "stale"),
+        "rebind_free": ("stale_rebind.py", None)}
+
+
+def _marker(program: str, marker: str) -> int:
+    for i, text in enumerate((PROGRAMS / program).read_text().splitlines(), 1):
+        if f"# {marker}" in text:
+            return i
+    raise AssertionError(marker)
+
+
+@pytest.mark.parametrize("case", sorted(REAL))
+def test_real_recording_of_a_bug_program(case: str) -> None:
+    folder = Path(__file__).parent / "data" / f"record_stale_{case}"
+    if not (folder / "index.json.gz").exists():
+        pytest.skip(f"{folder.name} is recorded on the GPU machine by scripts/gpu/stale_inputs.sh (not here yet)")
+    program, kind = REAL[case]
+    s = summarize(load_tree(folder))
+    [j] = summary_json(s)["stale_inputs"]
+    assert kind is None or j["kind"] == kind
+    assert j["allocated_at"]["line"] == _marker(program, "LINE_ALLOC")
+    assert j["last_replay"] == 40
+    if case == "freed":
+        assert j["reused_by"]["allocated_at"]["line"] == _marker(program, "LINE_LOGITS")
+    if case == "rebind_free":
+        assert j["freed_at"]["line"] == _marker(program, "LINE_REBIND")
+    # the summary computed here from the files is the one `cgtool record --json` printed there
+    there = json.loads((folder / "summary.json").read_text())
+    assert [x["sentence"] for x in there["stale_inputs"]] == [j["sentence"]]
