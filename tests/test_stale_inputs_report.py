@@ -8,6 +8,7 @@ from the timeline the test played (which line allocated, freed and re-used, whic
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import shutil
 import types
@@ -15,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from cgtool.artifacts.recording import load_tree
 from cgtool.capture.record import inputs as mod
 from cgtool.inspect.record_summary import summarize, summary_json
 from cgtool.report.html import record_html
+from cgtool.report.record_table import record_summary
 
 DATA = Path(__file__).parent / "data" / "record_server"
 A, SIZE = 0x7F00_0000_0000, 4 * 4096 * 2
@@ -89,7 +92,8 @@ def recording(tmp_path: Path, entry: dict[str, Any]) -> Path:
 
 def test_freed_and_reused_input_in_summary_json_and_html(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     entry = play(tmp_path, monkeypatch, free_before=3)
-    s = summarize(load_tree(recording(tmp_path, entry)))
+    rec = recording(tmp_path, entry)
+    s = summarize(load_tree(rec))
     want = ("Graph #0 (server_runner.py:59) reads `x` (4×4096 fp16, allocated at serve.py:61); `x` was freed at "
             "serve.py:95 before replay 3 and its memory reused by `logits` (allocated at serve.py:97) — replays "
             "3–40 read `logits`' data.")
@@ -99,6 +103,9 @@ def test_freed_and_reused_input_in_summary_json_and_html(tmp_path: Path, monkeyp
     assert (j["allocated_at"]["line"], j["freed_at"]["line"], j["reused_by"]["allocated_at"]["line"]) == (61, 95, 97)
     assert (j["first_replay"], j["last_replay"], j["replays"], j["first_replay_exact"]) == (3, 40, 38, True)
     assert j["reused_by"]["name"] == "logits"
+    con = Console(file=io.StringIO(), width=400, color_system=None)
+    record_summary(con, load_tree(rec))
+    assert f"• {want}" in con.file.getvalue()
     page = record_html(s, "rec")
     assert "graphs reading memory their program freed" in page and "serve.py:95" in page and "3–40" in page
 
