@@ -218,7 +218,7 @@ def test_pointer_scan_reads_every_word_of_each_parameter(monkeypatch: Any) -> No
     class Drv:
         info_s = 0.0
 
-        def params_of(self, func: int) -> Any:
+        def params_of(self, func: int, kernel: bool = False) -> Any:
             return layouts[func]
 
         def memset(self, node: int, out: int) -> int:
@@ -256,6 +256,6 @@ def test_parameter_layout_stops_where_the_driver_stops_describing() -> None:
             return 0
 
         drv = object.__new__(mod._Driver)
-        drv.param_info, drv.sizes, drv.info_s = info, {}, 0.0
+        drv.param_info, drv.kernel_info, drv.sizes, drv.info_s = info, None, {}, 0.0
         assert drv.params_of(0xF0) == real, after
     assert ctypes  # the stand-in writes through byref() as the driver writes through pointers

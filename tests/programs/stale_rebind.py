@@ -27,11 +27,11 @@ if __name__ == "__main__":
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        (x @ w).relu()
+        (torch.nn.functional.layer_norm(x, (HIDDEN,)) @ w).relu()
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):  # LINE_CAPTURE
-        y = (x @ w).relu()
+        y = (torch.nn.functional.layer_norm(x, (HIDDEN,)) @ w).relu()
     for step in range(40):
         x = next_batch()  # LINE_REBIND: the bug; meant x.copy_(next_batch())
         seen.append(x) if KEEP else None

@@ -91,6 +91,11 @@ class _Driver:
         if self.param_info is not None:
             self.param_info.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
             self.param_info.restype = ctypes.c_int
+        # a kernel node may name its kernel by CUkernel (a library's, cuLibraryLoad*) without a CUfunction
+        self.kernel_info: Any = getattr(lib, "cuKernelGetParamInfo", None)  # CUDA 12.4+
+        if self.kernel_info is not None:
+            self.kernel_info.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
+            self.kernel_info.restype = ctypes.c_int
         self.memset = lib.cuGraphMemsetNodeGetParams
         self.memset.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self.memset.restype = ctypes.c_int
@@ -103,13 +108,15 @@ class _Driver:
         self.sizes: dict[int, list[tuple[int, int]] | None] = {}  # function -> [(offset, size)]
         self.info_s = 0.0  # seconds in cuFuncGetParamInfo (once per function)
 
-    def params_of(self, func: int) -> list[tuple[int, int]] | None:
+    def params_of(self, func: int, kernel: bool = False) -> list[tuple[int, int]] | None:
+        """(offset, size) of each parameter of a CUfunction (or, ``kernel``, of a CUkernel)."""
         got = self.sizes.get(func, False)
         if got is not False:
             return got  # type: ignore[return-value]
         t0 = time.perf_counter()
         out: list[tuple[int, int]] | None = []
-        if self.param_info is None:
+        info = self.kernel_info if kernel else self.param_info
+        if info is None:
             out = None
         else:
             off, size = ctypes.c_size_t(), ctypes.c_size_t()
@@ -117,7 +124,7 @@ class _Driver:
             for i in range(MAX_PARAMS):
                 # past the last parameter the call fails; a zero size or an offset going back is taken
                 # as the end too (never read past what the driver describes)
-                if self.param_info(func, i, ctypes.byref(off), ctypes.byref(size)) != 0:
+                if info(func, i, ctypes.byref(off), ctypes.byref(size)) != 0:
                     break
                 if size.value == 0 or off.value < end:
                     break
@@ -173,10 +180,10 @@ def graph_pointers(raw: Any, lo: int, hi: int) -> tuple[list[tuple[int, int]], d
         params, refused, types = raw.c[3], set(raw.c[4]), raw.types
     else:
         params, refused, types = raw.params, set(raw.refused), raw.other_types
-    dt = np.dtype({"names": ["func", "kp", "extra"], "formats": ["<u8", "<u8", "<u8"], "offsets": [0, 40, 48],
-                   "itemsize": 72})
+    dt = np.dtype({"names": ["func", "kp", "extra", "kern"], "formats": ["<u8", "<u8", "<u8", "<u8"],
+                   "offsets": [0, 40, 48, 56], "itemsize": 72})
     col = np.frombuffer(memoryview(params), dtype=dt, count=n)
-    funcs, kps, extras = col["func"].tolist(), col["kp"].tolist(), col["extra"].tolist()
+    funcs, kps, extras, kerns = col["func"].tolist(), col["kp"].tolist(), col["extra"].tolist(), col["kern"].tolist()
     for i in range(n):
         if i in refused:
             continue
@@ -187,7 +194,7 @@ def graph_pointers(raw: Any, lo: int, hi: int) -> tuple[list[tuple[int, int]], d
         func, kp, extra = funcs[i], kps[i], extras[i]
         words: list[int] = []
         if kp:
-            layout = drv.params_of(func) if func else None
+            layout = drv.params_of(func) if func else drv.params_of(kerns[i], kernel=True) if kerns[i] else None
             if layout is None:
                 stats["kernels_unread"] += 1
                 continue
