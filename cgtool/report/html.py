@@ -194,7 +194,7 @@ def record_html(s: RecordSummary, source: str) -> str:
             shape = "×".join(map(str, j["shape"])) + f" {j['dtype']}" if j["shape"] is not None else f"{j['bytes']} B"
             out.append(f"<tr><td class=num>{_esc(x.pid if x.pid is not None else '?')}<td>{_esc(x.graph_label)}"
                        f"<td>{_esc(j['input'])} ({_esc(shape)})<td>{_esc(at(j['allocated_at']))}"
-                       f"<td>{_esc(at(j['freed_at']))}<td>{_esc('-' if reused is None else reused['name'] + ' at ' + at(reused['allocated_at']))}"
+                       f"<td>{_esc('alive, never written between replays' if j['kind'] == 'stale' else at(j['freed_at']))}<td>{_esc('-' if reused is None else reused['name'] + ' at ' + at(reused['allocated_at']))}"
                        f"<td class=num>{j['first_replay']}–{j['last_replay']}</tr>")
         out.append("</table>")
     rows = [(p, site, g) for p in s.processes for site in p.sites for g in site.graphs]
