@@ -162,3 +162,49 @@ def test_real_recording_of_a_bug_program(case: str) -> None:
     # the summary computed here from the files is the one `cgtool record --json` printed there
     there = json.loads((folder / "summary.json").read_text())
     assert [x["sentence"] for x in there["stale_inputs"]] == [j["sentence"]]
+
+
+def test_kept_alive_rebind_in_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rebind that keeps the old tensor: its line makes a new tensor before every replay, nothing
+    writes the captured one; the summary names the line and the replays (all 40)."""
+    prog = tmp_path / "serve.py"
+    prog.write_text("".join(PROGRAM))
+    t = {"now": 1000.0}
+    monkeypatch.setattr(mod, "_now_us", lambda: t["now"])
+    monkeypatch.setattr(mod, "CHECK_SHARE", float("inf"))
+    events: list[dict[str, Any]] = []
+    watch = mod.InputWatch(100)
+    watch.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(memory=types.SimpleNamespace(
+        _snapshot=lambda: {"segments": [], "device_traces": [list(events)]})))
+    monkeypatch.setattr(watch, "_hash", lambda b: 42)  # never written
+
+    class CUDAGraph:
+        def raw_cuda_graph_exec(self) -> int:
+            return 0xE0
+
+        def replay(self) -> None:
+            pass
+
+    watch._wrap_replay(CUDAGraph)
+    blk = mod.Block(A, SIZE, SIZE, mod.user_site(frames(prog, 61)), {"name": "x", "shape": [4, 4096], "dtype": "fp16"},
+                    1, site_key=(str(prog), 61))
+    w = mod.Watched(0, 0xE0, 0, [blk], 0, 0, {}, 0.0, t["now"])
+    w.checkpoints.append((t["now"], 0, 0))
+    watch.by_exec[0xE0], watch.graphs[0] = w, w
+    watch.blocks[(0, A)] = [(w, blk)]
+    watch._by_size[(0, SIZE)] = [(w, blk)]
+    g = CUDAGraph()
+    for k in range(40):
+        t["now"] += 1
+        events.append({"action": "alloc", "addr": A + (k + 1) * SIZE, "size": SIZE, "time_us": t["now"],
+                       "frames": frames(prog, 61)})
+        t["now"] += 1
+        g.replay()
+    t["now"] += 1
+    watch.finish()
+    s = summarize(load_tree(recording(tmp_path, watch.entry(0, 40))))
+    [j] = summary_json(s)["stale_inputs"]
+    assert (j["kind"], j["reallocs"], j["first_replay"], j["last_replay"]) == ("stale", 40, 1, 40)
+    assert j["unchanged_between"][:2] == [[1, 2], [2, 3]]
+    assert any("made 40 new tensor(s) of its size after the capture — replays 1–40 read the old data" in f
+               and "allocated at serve.py:61" in f for f in s.findings)
