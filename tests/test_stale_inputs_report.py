@@ -208,3 +208,20 @@ def test_kept_alive_rebind_in_summary(tmp_path: Path, monkeypatch: pytest.Monkey
     assert j["unchanged_between"][:2] == [[1, 2], [2, 3]]
     assert any("made 40 new tensor(s) of its size after the capture — replays 1–40 read the old data" in f
                and "allocated at serve.py:61" in f for f in s.findings)
+
+
+def test_record_json_refuses_an_existing_file_before_the_program_runs(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "s.json").write_text("{}")
+    marker = tmp_path / "ran"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    p = subprocess.run([sys.executable, "-m", "cgtool", "record", "-o", str(tmp_path / "rec"), "--json",
+                        str(tmp_path / "s.json"), "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert p.returncode == 2
+    assert "will not overwrite without --force: " in p.stderr and "s.json" in p.stderr
+    assert not marker.exists() and not (tmp_path / "rec").exists()
+    assert (tmp_path / "s.json").read_text() == "{}"
