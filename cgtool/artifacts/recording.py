@@ -33,6 +33,8 @@ from typing import Any, Iterable
 import msgspec
 
 from cgtool.artifacts.jsonio import field_error, load_json
+from cgtool.artifacts.stacks import Dump
+from cgtool.artifacts.stacks import read as read_stacks
 from cgtool.errors import InvalidInputError
 
 INDEX = "index.json"
@@ -152,6 +154,9 @@ class ProcessIndex(_Entry, frozen=True):
     recorder_timings: dict[str, Any] = {}  # seconds, by phase
     timeline: dict[str, Any] = {}  # time.time() of the run's phases
     layout: Any = None
+    #: where the process stood when stopped or stalled (capture/record/stops.py): main_thread, stack_file,
+    #: dumped_on, hang_after_s, hangs_seen, last_graph, destroy_process_group; None before it was recorded
+    stopping: dict[str, Any] | None = None
     input_checks: "InputChecks | None" = None  # --check-inputs (below)
 
 
@@ -265,6 +270,17 @@ class Recording:
         """The export of one index entry (plain or gzipped file)."""
         doc: dict[str, Any] = read_json(self.folder / entry.file)
         return doc
+
+    # -- where the process stopped (capture/record/stops.py writes them; inspect/stops.py reads them)
+    @property
+    def stopping(self) -> dict[str, Any]:
+        """The index's ``stopping`` block (``{}`` in recordings made before it existed): main_thread,
+        stack_file, dumped_on, hang_after_s, hangs_seen, last_graph, destroy_process_group."""
+        return dict(self.index.stopping or {})
+
+    def stack_dumps(self) -> list[Dump]:
+        """The stack dumps in the process's ``stacks.txt`` (signals, fatal errors, stalls)."""
+        return read_stacks(self.folder, str(self.stopping.get("stack_file") or "stacks.txt"))
 
 
 # ------------------------------------------------------------------------------ helper commands

@@ -78,13 +78,16 @@ def deps(
         from cgtool.inspect.files import compare_run
 
         compared = compare_run(runs[0], compare, graph or [], tolerance_us=tolerance_us, max_bytes=max_bytes)
-    _deps_show(console_for(json_out, annotate), runs, compared, top)
+    from cgtool.inspect.documents import nccl_figures
+
+    nccl = nccl_figures(runs, max_bytes)  # per-rank traces whose graphs hold NCCL kernels; else None
+    _deps_show(console_for(json_out, annotate), runs, compared, top, nccl)
     if json_out is not None:  # built only when asked for: a trace may hold 100,000s of replays
         from cgtool.artifacts.jsonio import write_json
 
         from cgtool.inspect.documents import deps_document
 
-        write_json(json_out, deps_document(runs, compared), force=force)
+        write_json(json_out, deps_document(runs, compared, nccl), force=force)
         wrote(json_out)
     if annotate is not None:
         from cgtool.artifacts.jsonio import write_json
@@ -109,7 +112,7 @@ def deps(
                               f"--fail-on-fake {fail_on_fake}.")
 
 
-def _deps_show(con: Any, runs: list[Any], compared: dict[str, Any] | None, top: int) -> None:
+def _deps_show(con: Any, runs: list[Any], compared: dict[str, Any] | None, top: int, nccl: Any = None) -> None:
     from cgtool.report.tables import compare_report, deps_ranks_table, deps_report, show
 
     for run in runs:
@@ -120,6 +123,10 @@ def _deps_show(con: Any, runs: list[Any], compared: dict[str, Any] | None, top: 
         ranked = {r.rank: r.result for r in runs if r.rank is not None}
         if len(ranked) == len(runs):
             show(con, deps_ranks_table(ranked))
+            if nccl is not None:
+                from cgtool.report.collectives_table import collectives_table
+
+                show(con, collectives_table(nccl))
     if compared is not None:
         compare_report(con, compared)
 

@@ -31,6 +31,8 @@ def record(
     = D.trace_replays,
     trace_skip: Annotated[int, typer.Option("--trace-skip", min=0, help=help_of("trace_skip"))] = D.trace_skip,
     coverage: Annotated[bool, typer.Option("--coverage", help=help_of("coverage"))] = D.coverage,
+    hang_after: Annotated[Optional[int], typer.Option("--hang-after", min=1, metavar="S", help=help_of("hang_after"))]
+    = D.hang_after,
     json_out: Annotated[Optional[Path], typer.Option("--json", help=help_of("json_out"))] = D.json_out,
     check_inputs: Annotated[int, typer.Option("--check-inputs", min=0, help=help_of("check_inputs"))]
     = D.check_inputs,
@@ -44,8 +46,9 @@ def record(
     from cgtool.cli.record_run import run_record
 
     run_record(list(ctx.args), RecordOptions.from_environment(
-        out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip, coverage=coverage,
-        check_inputs=check_inputs, json_out=json_out, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint))
+        out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip, coverage=coverage, hang_after=hang_after,
+        check_inputs=check_inputs, json_out=json_out, nproc_per_node=nproc_per_node, nnodes=nnodes,
+        node_rank=node_rank, rdzv_endpoint=rdzv_endpoint))
 
 
 def register(app: typer.Typer) -> None:

@@ -14,6 +14,7 @@ from cgtool.artifacts.trace import TracerOverhead
 from cgtool.inspect.results import DepsResult
 
 if TYPE_CHECKING:  # the documents of deps runs; importing the readers is the caller's
+    from cgtool.inspect.collectives import CollectiveFigures
     from cgtool.inspect.files import DepsRun
 
 #: The tracer's stretch per GPU item is "of the order of" the gaps deps classifies from this share of
@@ -62,9 +63,20 @@ def deps_doc(r: DepsResult, overhead: TracerOverhead | None) -> dict[str, Any]:
     return doc
 
 
-def deps_document(runs: list[DepsRun], compared: dict[str, Any] | None) -> dict[str, Any]:
+def nccl_figures(runs: list[DepsRun], max_bytes: int | None = None) -> CollectiveFigures | None:
+    """The NCCL figures of a per-rank trace set (``inspect/collectives.py``); None for anything else
+    and where no rank's graphs hold an NCCL kernel."""
+    from cgtool.inspect.collectives import of_rank_files
+
+    if len(runs) < 2 or not all(r.rank is not None and r.process is None for r in runs):
+        return None
+    return of_rank_files({r.rank: r.path for r in runs if r.rank is not None}, max_bytes)
+
+
+def deps_document(runs: list[DepsRun], compared: dict[str, Any] | None,
+                  nccl: CollectiveFigures | None = None) -> dict[str, Any]:
     """``deps --json``'s document: one trace's (with the comparison, given one), or every rank's or
-    trace's of an input that holds several."""
+    trace's of an input that holds several (a per-rank set with its ``nccl`` figures, null without)."""
 
     def doc(run: DepsRun) -> dict[str, Any]:
         d = deps_doc(run.result, run.overhead)
@@ -79,5 +91,6 @@ def deps_document(runs: list[DepsRun], compared: dict[str, Any] | None) -> dict[
             d["compare"] = compared
         return d
     if all(r.rank is not None and r.process is None for r in runs):
-        return {"schema_version": 2, "ranks": {str(r.rank): doc(r) for r in runs}}
+        return {"schema_version": 2, "ranks": {str(r.rank): doc(r) for r in runs},
+                "nccl": nccl.to_json() if nccl is not None else None}
     return {"schema_version": 2, "traces": {r.label: doc(r) for r in runs}}

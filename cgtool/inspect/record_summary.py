@@ -237,7 +237,9 @@ def summarize(tree: RecordingTree) -> RecordSummary:
         if id(r) not in used:
             procs.append(_process(tree, r, None))
     s = RecordSummary(tuple(procs), tree.complete, tree.exit_code, tree.program)
-    return RecordSummary(s.processes, s.complete, s.exit_code, s.program, tuple(findings(s)))
+    from cgtool.inspect import stops  # where processes stopped or stalled (stack dumps)
+
+    return RecordSummary(s.processes, s.complete, s.exit_code, s.program, tuple(findings(s)) + tuple(stops.findings(tree)))
 
 
 def mib(v: float | int | None) -> str:

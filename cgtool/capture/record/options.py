@@ -48,10 +48,13 @@ class RecordOptions:
     json_out: Optional[Path] = None  # the summary's answers as JSON (`-`: standard output)
     check_inputs: int = 100  # check the graphs' inputs before every N-th replay of the process (0: off)
     index_refresh_s: float = 1.0  # replay counts refreshed in the process's index.json this often (0: at the end)
+    hang_after: Optional[int] = None  # seconds without a graph captured or launched before a process's stacks are written
 
     def __post_init__(self) -> None:
         if self.trace_replays < 0 or self.trace_skip < 0 or self.check_inputs < 0:
             raise ValueError("trace_replays, trace_skip and check_inputs are counts (>= 0)")
+        if self.hang_after is not None and self.hang_after < 1:
+            raise ValueError("hang_after is at least 1 second")
         if self.nproc_per_node < 1:
             raise ValueError("nproc_per_node is at least 1")
         if self.subscriber not in SUBSCRIBERS:
@@ -125,6 +128,10 @@ CLI: tuple[CliOption, ...] = (
               "Measure the share of the run's GPU kernel time spent inside graph replays, over the run and from "
               "the first graph on (CUPTI kernel records for the whole run: ~5% more wall time on the benchmark). "
               "On with --trace-replays."),
+    CliOption(("--hang-after",), "hang_after", "int>=1",
+              "Write the Python stacks of every process that made no progress (no graph captured, instantiated or "
+              "launched) for S seconds into its stacks.txt, without stopping it; the summary says where each "
+              "stood."),
     CliOption(("--check-inputs",), "check_inputs", "int>=0",
               "Check that the memory each graph reads is still the tensor it was captured with (not freed, not "
               "reused): before each graph's first two replays, before every N-th replay of the process, and at "

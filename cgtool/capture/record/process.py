@@ -100,6 +100,7 @@ def start(root: Path, opts: RecordOptions, *, launcher: int | None = None, argv:
         return None
     current = rec
     install_hooks()
+    rec.install_stops()
     return rec
 
 
