@@ -1,7 +1,7 @@
 """cgtool's modules import each other without a cycle, deferred imports (inside functions) and
 ``TYPE_CHECKING`` ones included, and the layers hold: ``capture`` and ``inspect`` never import each
-other, ``report`` imports no ``capture`` module, ``artifacts`` imports nothing above it. The graph is read from the source (``ast``), not from what one run happens to
-import."""
+other, ``report`` imports no ``capture`` module, ``artifacts`` imports nothing above it. The graph
+is read from the source (``ast``), not from what one run happens to import."""
 
 from __future__ import annotations
 
