@@ -117,17 +117,15 @@ def _graphs(con: Console, p: ProcessSummary, rec: Recording | None) -> None:
         _print(con, f"torch.compile: {len(comp.graphs_from_compiled_code)} graph(s) from compiled "
                f"code; {len(skips)} cudagraph skip(s)" + "".join(
                    f"\n  {_first_line(s['reason'])} ({_where_site(s['site'])})" for s in skips[:10]))
-    cov = idx.coverage or {}
-    if cov.get("share_in_graphs") is not None:
-        _print(con, f"coverage: {100 * float(cov['share_in_graphs']):.1f}% of the run's GPU kernel time was inside "
-               f"graph replays ({int(cov.get('kernels_in_graphs') or 0)} kernels in graphs, "
-               f"{int(cov.get('kernels_outside_graphs') or 0)} outside; "
-               f"{_ms(int(cov.get('kernel_ns_in_graphs') or 0) / 1e9)} ms vs "
-               f"{_ms(int(cov.get('kernel_ns_outside_graphs') or 0) / 1e9)} ms)"
-               + (f"; {100 * float(cov['share_in_graphs_since_first_graph']):.1f}% from the first graph on "
-                  f"({int(cov.get('kernels_outside_graphs_since_first_graph') or 0)} kernels outside)"
-                  if cov.get("share_in_graphs_since_first_graph") is not None else "") + ".")
-    elif cov:
+    cov = idx.coverage
+    if cov is not None and cov.share_in_graphs is not None:
+        _print(con, f"coverage: {100 * cov.share_in_graphs:.1f}% of the run's GPU kernel time was inside "
+               f"graph replays ({cov.kernels_in_graphs} kernels in graphs, {cov.kernels_outside_graphs} outside; "
+               f"{_ms(cov.kernel_ns_in_graphs / 1e9)} ms vs {_ms(cov.kernel_ns_outside_graphs / 1e9)} ms)"
+               + (f"; {100 * cov.share_in_graphs_since_first_graph:.1f}% from the first graph on "
+                  f"({cov.kernels_outside_graphs_since_first_graph} kernels outside)"
+                  if cov.share_in_graphs_since_first_graph is not None else "") + ".")
+    elif cov is not None:
         _print(con, "coverage: no kernel ran.")
     if idx.trace:
         _print(con, f"trace: {rec.folder / idx.trace}")
