@@ -281,7 +281,11 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
         con.print(f"suggestion: {sgt}", markup=False, highlight=False)
 
 
-def diff_table(con: Console, d: GraphDiff) -> None:
+def diff_table(con: Console, d: GraphDiff, a: str | None = None, b: str | None = None) -> None:
+    """The diff's rows; ``a`` and ``b`` (the inputs as given) are named above the table."""
+    for word, name in (("A", a), ("B", b)):
+        if name is not None:
+            con.print(Text(f"{word}: {name}"), soft_wrap=True)
     tab = Table(title="diff A → B", title_justify="left")
     for c in ("section", "key", "A", "B", "change"):
         tab.add_column(c)
@@ -428,13 +432,15 @@ def deps_ranks_table(results: Mapping[int, DepsResult]) -> Table:
 
 def compare_report(con: Console, c: dict[str, Any]) -> None:
     """Two traces of one graph, judged by measured span per replay."""
+    for k, word in (("a", "first"), ("b", "second")):  # named above the table: a path keeps to its line
+        con.print(Text(f"{word}: {c[k].get('trace', k)}"), soft_wrap=True)
     tab = Table(title="compare: measured span per replay", title_justify="left")
     for col in ("trace", "replays", "median span", "IQR", "fake", "estimated saving"):
         tab.add_column(col, justify="left" if col == "trace" else "right")
-    for k in ("a", "b"):
+    for k, word in (("a", "first"), ("b", "second")):
         x = c[k]
         fk = x.get("fake")
-        tab.add_row(Text(str(x.get("trace", k))), str(x["replays"]), _fmt_us(x["median_us"]),
+        tab.add_row(word, str(x["replays"]), _fmt_us(x["median_us"]),
                     _fmt_us(x["iqr_us"]), "not visible (no channels)" if fk is None else str(fk),
                     _fmt_us(x.get("estimated_saving_us")))
     show(con, tab)

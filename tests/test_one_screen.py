@@ -1,0 +1,240 @@
+"""Help, docs and README say what the commands do (issue 40): every option a help text names exists,
+every JSON example in the docs is the output of the file it names, sizes take the units the help
+prints, folding is worded and done the same in `dot` and `report`, and the README's closed-pipe
+example gives 141 through a real shell pipe."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+GRAPH = DATA / "forkjoin" / "graph.json"
+
+
+def _commands() -> dict[str, object]:
+    import typer
+
+    from cgtool.cli.main import app
+
+    root = typer.main.get_command(app)
+    return dict(getattr(root, "commands"))
+
+
+def _options(cmd: object) -> set[str]:
+    return {o for p in getattr(cmd, "params") for o in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ()))}
+
+
+#: An option named in prose: `--word` not inside a longer word (a path like tests/--x is not one).
+_NAMED = re.compile(r"(?<![\w/-])(--[a-z][a-z0-9-]*)")
+#: A help text that names another command's option says which command: "`cgtool trace --x`",
+#: "cgtool bench's --x" (the option is then checked against that command).
+_OTHER = re.compile(r"cgtool (\w+)(?:'s)?[^.;:()]*?(--[a-z][a-z0-9-]*)")
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_every_option_a_help_names_exists(run_cli, name):
+    """`topo -h` offered "a torch.profiler trace (with --graph)": topo has no --graph. Every
+    `--option` in a command's help (its text and every parameter's) is an option of that command,
+    or of the command the sentence names (`cgtool trace --max-connections`)."""
+    cmds = _commands()
+    rc, out, err = run_cli(name, "--help", env={**os.environ, "COLUMNS": "200"})
+    assert rc == 0, err
+    text = " ".join(out.split())
+    # the user's program's own options: after `--` in an example, or quoted for --args
+    text = re.sub(r"`[^`]*`", lambda m: m.group(0).split(" -- ")[0], re.sub(r'"[^"]*"', "", text))
+    import typer
+
+    from cgtool.cli.main import app
+
+    mine = _options(cmds[name]) | _options(typer.main.get_command(app)) | {"--help"}  # -q/--quiet: after any command
+    elsewhere = {(m.group(1), m.group(2)) for m in _OTHER.finditer(text)}
+    for opt in set(_NAMED.findall(text)):
+        owners = [c for c, o in elsewhere if o == opt and c in cmds]
+        assert opt in mine or any(opt in _options(cmds[c]) for c in owners), (
+            f"`cgtool {name} -h` names {opt}, which `cgtool {name}` does not take")
+
+
+def test_inputs_help_names_the_option_of_each_command(run_cli):
+    """deps takes a profiler trace as TRACE with --graph; topo and dot take one in --trace."""
+    for name, opt in (("deps", "--graph"), ("topo", "--trace"), ("dot", "--trace")):
+        rc, out, _ = run_cli(name, "--help", env={**os.environ, "COLUMNS": "200"})
+        text = " ".join(out.split())
+        i = text.find("torch.profiler trace")
+        assert rc == 0 and i >= 0 and opt in text[i:i + 80], (name, text[i:i + 80])
+
+
+@pytest.mark.parametrize("given,expected", [("1GiB", 1 << 30), ("256 MiB", 256 << 20), ("2GB", 2 * 10**9),
+                                            ("1.5KiB", 1536), ("12345", 12345)])
+def test_max_bytes_takes_the_units_the_help_prints(given, expected):
+    from cgtool.cli._common import parse_size
+
+    assert parse_size(given) == expected
+
+
+@pytest.mark.parametrize("bad", ["-1", "0", "1 parsec", "GiB", ""])
+def test_max_bytes_refuses_what_is_no_size(run_cli, bad):
+    rc, _, err = run_cli("topo", GRAPH, "--max-bytes", bad)
+    assert rc == 2 and "not a size" in err and "Traceback" not in err, err
+
+
+def test_max_bytes_with_a_unit_caps_the_read(run_cli):
+    """Units are bytes as printed: a cap below the file's size refuses it, one above reads it."""
+    size = GRAPH.stat().st_size
+    rc, _, err = run_cli("topo", GRAPH, "--max-bytes", f"{(size - 1) / 1000:.3f}kB")
+    assert rc == 4 and "--max-bytes" in err, err
+    rc, out, err = run_cli("topo", GRAPH, "--max-bytes", f"{size / 1024 + 1:.0f}KiB")
+    assert rc == 0 and "18 (kernel 18)" in out, err
+
+
+def test_report_and_dot_fold_the_same_way_and_say_so(run_cli, tmp_path):
+    """`--collapse N` folds a chain whose INSIDE (all but its two ends) holds at least N nodes, in
+    both commands, with one word (boxes) for what is folded; report has dot's --expand."""
+    from cgtool.artifacts.graph import GraphData
+
+    n = 6  # a straight chain of n + 2 kernels: its inside holds n nodes
+    nodes = [{"index": i, "node_type": "kernel", "tools_id": (1 << 32) | i, "graph_id": 1, "node_id": i, "kernel_name": f"k{i}",
+              "dependencies": [i - 1] if i else [], "dependents": [i + 1] if i < n + 1 else []} for i in range(n + 2)]
+    g = tmp_path / "chain.json"
+    g.write_text(json.dumps({"exec_graph_id": 1, "nodes": nodes}))
+    assert len(GraphData.from_json(json.loads(g.read_text())).nodes) == n + 2
+    for name in ("dot", "report"):
+        rc, out, _ = run_cli(name, "--help", env={**os.environ, "COLUMNS": "200"})
+        text = " ".join(out.split())
+        assert rc == 0 and "--expand" in text and "box" in text and "piece" not in text, name
+        assert "inside of every linear chain" in text and "at least N nodes" in text, name
+
+    def folded(*args: str) -> bool:
+        rc, out, err = run_cli("dot", g, *args)
+        assert rc == 0, err
+        return "#1…#6" in out
+
+    def report_folded(*args: str) -> bool:
+        out = tmp_path / f"r{len(args)}{'_'.join(args)}.html"
+        rc, _, err = run_cli("report", g, "-o", out, *args)
+        assert rc == 0, err
+        members = re.search(r'"members":\s*(\[\[.*?\]\])', out.read_text())
+        assert members, "no layout in the page"
+        return list(range(1, n + 1)) in json.loads(members.group(1))
+
+    assert folded("--collapse", str(n)) and not folded("--collapse", str(n + 1)) and not folded("--expand")
+    assert report_folded("--collapse", str(n)) and not report_folded("--collapse", str(n + 1))
+    assert not report_folded("--expand")
+
+
+def test_the_readme_closed_pipe_example_gives_141_through_a_shell_pipe(tmp_path):
+    """The README's example of exit 141 runs in a real shell pipeline and exits 141 there."""
+    readme = (ROOT / "README.md").read_text()
+    row = next(ln for ln in readme.splitlines() if ln.startswith("| 141 |"))
+    example = re.search(r"`(cgtool [^`]*?) \\\| (\w+)`", row)
+    assert example, row
+    cmd, reader = example.group(1).replace("g.json", str(GRAPH)), example.group(2)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    script = f"{sys.executable} -m {cmd} | {reader}; echo ${{PIPESTATUS[0]}}"
+    for _ in range(3):
+        r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+        assert r.stdout.strip() == "141", (r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr
+
+
+# -------------------------------------------------------------- the docs' JSON examples
+
+#: ``<!-- example: ARGS -->`` before a ```json block: the block is (part of) what ARGS gives.
+#: ARGS is a cgtool command line whose standard output is JSON, or ``file PATH KEY``: the value
+#: at KEY of the (gzip) JSON file PATH.
+_MARK = re.compile(r"<!-- example: (.+?) -->\s*\n```json\n(.*?)^```", re.S | re.M)
+
+
+def _json_blocks() -> list[tuple[str, str, str]]:
+    out = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = doc.read_text()
+        n_blocks = len(re.findall(r"^```json\n", text, re.M))
+        marked = [(f"{doc.name}: {m.group(1)}", m.group(1), m.group(2)) for m in _MARK.finditer(text)]
+        assert len(marked) == n_blocks, f"{doc.name}: every ```json block needs an `<!-- example: ... -->` line"
+        out += marked
+    return out
+
+
+def _matches(shown: object, real: object, where: str) -> None:
+    """``shown`` is ``real`` as far as it goes: the keys it shows (``"..."`` stands for anything),
+    the first items of a list, numbers to the decimals shown."""
+    if shown == "..." or shown == {"...": "the same figures, of that graph alone"}:
+        return
+    if isinstance(shown, str) and shown.endswith(", ..."):  # the start of a long text
+        assert isinstance(real, str) and real.startswith(shown[:-5]), f"{where}: {real!r}"
+        return
+    if isinstance(shown, dict):
+        assert isinstance(real, dict), where
+        for k, v in shown.items():
+            assert k in real, f"{where}: no key {k!r} in the output"
+            _matches(v, real[k], f"{where}.{k}")
+    elif isinstance(shown, list):
+        assert isinstance(real, list) and len(real) >= len(shown), where
+        for i, v in enumerate(shown):
+            _matches(v, real[i], f"{where}[{i}]")
+    elif isinstance(shown, float) and not isinstance(real, bool) and isinstance(real, (int, float)):
+        decimals = len(repr(shown).split(".")[1]) if "." in repr(shown) else 0
+        assert round(real, decimals) == shown, f"{where}: the docs show {shown}, the output is {real}"
+    else:
+        assert shown == real, f"{where}: the docs show {shown!r}, the output is {real!r}"
+
+
+@pytest.mark.parametrize("label,args,block", _json_blocks(), ids=lambda x: x if len(x) < 80 else x[:80])
+def test_every_docs_json_example_is_the_output_of_the_file_it_names(label, args, block, tmp_path):
+    text = block.strip()
+    shown = json.loads(text if text.startswith("{") else "{" + text + "}")
+    words = args.split()
+    if words[0] == "file":
+        raw = (ROOT / words[1]).read_bytes()
+        real = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        for key in words[2:]:
+            real = real[key]
+    else:
+        assert words[0] == "cgtool"
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        r = subprocess.run([sys.executable, "-m", "cgtool", *words[1:]], capture_output=True, text=True, cwd=ROOT,
+                           env=env, timeout=300)
+        assert r.returncode == 0, r.stderr
+        real = json.loads(r.stdout)
+    _matches(shown, real, label)
+
+
+# -------------------------------------------------------------- 80 columns
+
+
+def _wide(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if len(ln.rstrip()) > 80]
+
+
+def test_demo_fits_80_columns(run_cli_subprocess):
+    rc, out, err = run_cli_subprocess("demo", env={**os.environ, "COLUMNS": "80", "CUDA_VISIBLE_DEVICES": ""})
+    assert rc == 0, err
+    assert "── 4." in out and not _wide(out), _wide(out)
+
+
+def test_deps_compare_keeps_each_path_on_one_line(run_cli_subprocess):
+    a = "tests/data/forkjoin_trace_mc1/trace.json.gz"
+    b = "tests/data/forkjoin_trace_mc2/trace.json.gz"
+    rc, out, err = run_cli_subprocess("deps", ROOT / a, "--compare", ROOT / b, env={**os.environ, "COLUMNS": "80"})
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert any(ln.strip() == f"first: {ROOT / a}" for ln in lines), out[-800:]
+    assert any(ln.strip() == f"second: {ROOT / b}" for ln in lines), out[-800:]
+    assert not _wide(out)
+
+
+def test_diff_names_its_two_inputs(run_cli):
+    a, b = f"{DATA / 'record_server'}#0", f"{DATA / 'record_server'}#1"
+    rc, out, err = run_cli("diff", a, b, env={**os.environ, "COLUMNS": "80"})
+    assert rc == 0, err
+    head = out.split("diff A → B")[0]
+    assert f"A: {a}" in head and f"B: {b}" in head, head
