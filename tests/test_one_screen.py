@@ -238,3 +238,141 @@ def test_diff_names_its_two_inputs(run_cli):
     assert rc == 0, err
     head = out.split("diff A → B")[0]
     assert f"A: {a}" in head and f"B: {b}" in head, head
+
+
+# -------------------------------------------------------------- inputs that do not belong together
+
+TRACE = DATA / "forkjoin_trace_mc1" / "trace.json.gz"
+
+
+def _renamed_export(tmp_path: Path) -> Path:
+    """The graph the trace embeds, its node #0 renamed: same exec id, node ids, types and edges."""
+    doc = json.loads(gzip.decompress(TRACE.read_bytes()))
+    g = doc["cgtool"]["graphs"][0]
+    assert g["nodes"][0]["node_type"] == "kernel"
+    g["nodes"][0]["kernel_name"] = "other_kernel_of_another_run"
+    p = tmp_path / "renamed.json"
+    p.write_text(json.dumps(g))
+    return p
+
+
+@pytest.mark.parametrize("argv", [["dot", "{g}", "--trace", "{t}"], ["topo", "{g}", "--trace", "{t}"],
+                                  ["deps", "{t}", "--graph", "{g}"]])
+def test_a_trace_of_other_kernels_is_refused_by_every_command_with_one_reason(run_cli, tmp_path, argv):
+    g = _renamed_export(tmp_path)
+    rc, out, err = run_cli(*[a.format(g=g, t=TRACE) for a in argv])
+    assert rc == 4, (rc, out[-300:], err)
+    text = " ".join(err.split())
+    assert "node #0" in text and "other_kernel_of_another_run" in text and "ids, types and edges agree" in text, text
+
+
+def test_the_export_a_trace_embeds_belongs_with_it(run_cli, tmp_path):
+    doc = json.loads(gzip.decompress(TRACE.read_bytes()))
+    g = tmp_path / "same.json"
+    g.write_text(json.dumps(doc["cgtool"]["graphs"][0]))
+    for argv in (["dot", g, "--trace", TRACE], ["topo", g, "--trace", TRACE], ["deps", TRACE, "--graph", g]):
+        rc, _, err = run_cli(*argv)
+        assert rc == 0, (argv, err)
+
+
+def test_a_trace_whose_graph_has_a_cycle_is_said_to_have_one(run_cli, tmp_path):
+    """Not "different runs": the reason is the cycle."""
+    doc = json.loads(gzip.decompress(TRACE.read_bytes()))
+    g = doc["cgtool"]["graphs"][0]
+    (tmp_path / "g.json").write_text(json.dumps(g))
+    last = len(g["nodes"]) - 1  # close a cycle: the join feeds the first node
+    g["nodes"][0]["dependencies"] = [last]
+    g["nodes"][last]["dependents"] = [0]
+    t = tmp_path / "cyclic.json"
+    t.write_text(json.dumps(doc))
+    for argv in (["dot", tmp_path / "g.json", "--trace", t], ["topo", tmp_path / "g.json", "--trace", t],
+                 ["deps", t, "--graph", tmp_path / "g.json"], ["deps", t]):
+        rc, _, err = run_cli(*argv)
+        text = " ".join(err.split())
+        assert rc == 4 and "cycle" in text and "different runs" not in text and "another run" not in text, (argv, text)
+
+
+@pytest.mark.parametrize("argv", [["bench", "--compare", "{g}", "{b}"], ["bench", "--compare", "{t}", "{b}"],
+                                  ["diff", "{b}", "{g}"], ["deps", "{b}"], ["deps", "{g}"], ["topo", "{b}"],
+                                  ["report", "{b}", "--baseline", "{g}", "-o", "{o}"]])
+def test_a_valid_file_of_the_wrong_kind_is_a_usage_error_everywhere(run_cli, tmp_path, argv):
+    """One exit code (2, README's table) for a valid file given where another kind goes."""
+    names = dict(g=GRAPH, t=TRACE, b=DATA / "bench" / "h200_samples.json", o=tmp_path / "r.html")
+    rc, _, err = run_cli(*[a.format(**names) for a in argv])
+    assert rc == 2 and "Traceback" not in err, (rc, err)
+    readme = (ROOT / "README.md").read_text()
+    assert re.search(r"^\| 2 \|[^\n]*valid file of the wrong kind", readme, re.M)
+
+
+# -------------------------------------------------------------- inputs of several graphs
+
+#: Every input in tests/data whose one trace holds several graphs.
+MULTI = ["record_compiled", "record_crash", "record_server", "record_train", "record_trees", "train_step_trace"]
+
+
+def _json_of(run_cli, tmp_path: Path, *argv: object) -> dict:
+    out = tmp_path / f"{argv[0]}.json"
+    rc, _, err = run_cli(*argv, "--json", out, "--force")
+    assert rc == 0, err
+    return json.loads(out.read_text())
+
+
+def _raw_spans(trace: Path) -> dict[int, list[float]]:
+    """Per exec graph id, each replay's span (first start to last end of its GPU events), read
+    from the trace's events as they are: the events of one replay share a correlation id."""
+    doc = json.loads(gzip.decompress(trace.read_bytes()))
+    first: dict[tuple[int, int], float] = {}
+    last: dict[tuple[int, int], float] = {}
+    for e in doc["traceEvents"]:
+        a = e.get("args") or {}
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and a.get("graph id"):
+            key = (int(a["graph id"]), int(a["correlation"]))
+            first[key] = min(first.get(key, e["ts"]), e["ts"])
+            last[key] = max(last.get(key, e["ts"] + e["dur"]), e["ts"] + e["dur"])
+    out: dict[int, list[float]] = {}
+    for (gid, _), t0 in first.items():
+        out.setdefault(gid, []).append(last[(gid, _)] - t0)
+    return out
+
+
+@pytest.mark.parametrize("case", MULTI)
+def test_deps_on_several_graphs_gives_each_graph_the_figures_topo_gives_it(run_cli, tmp_path, case):
+    """One section per graph, named as topo names it; its figures are topo --trace's; no median
+    across different graphs in the whole-run summary."""
+    inp = DATA / case
+    deps = _json_of(run_cli, tmp_path, "deps", inp)
+    topo = _json_of(run_cli, tmp_path, "topo", inp)["graphs"]
+    assert len(deps["graphs"]) > 1 and deps["summary"]["span_median_us"] is None
+    assert deps["summary"]["critical_path_us"] is None
+    assert deps["summary"]["replays"] == sum(g["replays"] for g in deps["graphs"].values())  # counts add up
+    for gid, g in deps["graphs"].items():
+        name = g.get("name")
+        assert name in topo, (name, list(topo))
+        if "measured" not in topo[name]:  # topo shows no timing for a graph the trace never replayed
+            assert g["replays"] == 0 and g["span_median_us"] is None, (case, gid)
+            continue
+        t = topo[name]["measured"]
+        for k in ("replays", "span_median_us", "critical_path_us", "true", "fake", "saving_us"):
+            assert g[k] == t[k], (case, gid, k, g[k], t[k])
+    rc, out, err = run_cli("deps", inp, env={**os.environ, "COLUMNS": "80"})
+    assert rc == 0, err
+    assert "per graph" in out and "traced replays" in out
+    for g in deps["graphs"].values():
+        n = re.search(r"#\d+", g["name"])
+        assert f"{n.group(0)} " in out if n else g["name"] in out, g["name"]
+
+
+@pytest.mark.parametrize("case", ["record_server", "record_trees", "record_compiled"])
+def test_each_graphs_median_span_is_that_of_its_raw_events(run_cli, tmp_path, case):
+    import statistics
+
+    from cgtool.artifacts.recording import is_recording
+
+    assert is_recording(DATA / case)
+    traces = sorted((DATA / case).rglob("trace.json.gz"))
+    assert len(traces) == 1, traces
+    raw = _raw_spans(traces[0])
+    deps = _json_of(run_cli, tmp_path, "deps", DATA / case)
+    for gid, g in deps["graphs"].items():
+        if g["replays"]:
+            assert g["span_median_us"] == pytest.approx(statistics.median(raw[int(gid)]), abs=0.01), gid

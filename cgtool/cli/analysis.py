@@ -118,7 +118,7 @@ def _deps_show(con: Any, runs: list[Any], graph: list[Path], compare: Optional[P
     for run in runs:
         if len(runs) > 1:
             con.rule(Text(run.label))
-        deps_report(con, run.result, top=top, sources=run.sources(), overhead=run.overhead)
+        deps_report(con, run.result, top=top, sources=run.sources(), overhead=run.overhead, names=run.names)
     if len(runs) > 1:
         ranked = {r.rank: r.result for r in runs if r.rank is not None}
         if len(ranked) == len(runs):
@@ -142,6 +142,15 @@ def _deps_json(runs: list[Any], compared: dict[str, Any] | None) -> dict[str, An
         if len(runs) > 1:  # which file each is (one trace's document is the same whatever its path)
             d["trace"] = str(run.path)
         d["graphs"] = {str(gid): run.result.figures(gid).to_json() for gid in run.result.graphs}
+        if len(run.result.graphs) > 1:  # a median across different graphs is no graph's: see "graphs"
+            for k in ("span_median_us", "span_mean_us", "critical_path_us", "median_span_us", "mean_span_us"):
+                if k in d["summary"]:
+                    d["summary"][k] = None
+            d["summary"]["per_graph"] = "span and critical path are per graph, under \"graphs\""
+        if run.names:
+            for gid, name in run.names.items():
+                if str(gid) in d["graphs"]:
+                    d["graphs"][str(gid)]["name"] = name
         return d
 
     if len(runs) == 1:

@@ -219,8 +219,28 @@ def figures_table(title: str, f: Figures, extra: Sequence[tuple[str, str]] = ())
     return head
 
 
+def deps_graphs_table(r: DepsResult, names: Mapping[int, str] | None = None) -> Table:
+    """One row per graph of a trace of several: the figures ``topo --trace`` shows for each, the
+    graph named as topo, diff and report name it (``#n``)."""
+    shown = {}
+    for gid in r.graphs:
+        name = (names or {}).get(gid) or f"exec graph {gid}"
+        shown[gid] = name if "#" in name or name.startswith("exec") else f"{name} (exec graph {gid})"
+    heads = {n[:n.index("#")] if "#" in n else n for n in shown.values()}
+    common = heads.pop() if len(heads) == 1 and all("#" in n for n in shown.values()) else ""
+    where = f" of {common.rstrip(': ')}" if common else ""  # "process 556: " said once, in the title
+    tab = Table(title=f"per graph{where} (traced replays; per replay: median span, critical path, saving)",
+                title_justify="left")
+    for c in words.GRAPH_COLUMNS:
+        tab.add_column(c, justify="left" if c == "graph" else "right")
+    for gid in r.graphs:
+        name = shown[gid][len(common):]
+        tab.add_row(Text(name), *words.graph_cells(name, r.figures(gid))[1:])
+    return tab
+
+
 def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int, str] | None = None,
-                overhead: TracerOverhead | None = None) -> None:
+                overhead: TracerOverhead | None = None, names: Mapping[int, str] | None = None) -> None:
     """The figures, the top fake dependencies (with the source lines of both ends when the exports
     record them: ``sources`` maps tools ids to labels), the waits inferred without channels and the
     per-lane counts. ``overhead``: what the tracer measured tracing to cost, shown with a note when
@@ -231,7 +251,16 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
     if overhead is not None:
         extra.append(("tracer overhead", f"{overhead.ratio:.2f}x per replay ({_fmt_us(overhead.untraced_replay_us)} "
                       f"untraced, {_fmt_us(overhead.traced_replay_us)} traced), {overhead.per_item_us:+.2f} µs per GPU item"))
-    show(con, figures_table("serializations in the trace", f, extra))
+    if len(r.graphs) > 1:  # a median or a critical path across different graphs is no graph's
+        head = Table(title="serializations in the trace (all graphs)", show_header=False, title_justify="left")
+        head.add_column("what", style="bold")
+        head.add_column("value")
+        for k, v in [*words.run_rows(f, len(r.graphs)), *extra]:
+            head.add_row(k, Text(v))
+        show(con, head)
+        show(con, deps_graphs_table(r, names), cut=("graph",))
+    else:
+        show(con, figures_table("serializations in the trace", f, extra))
     fakes = r.fakes()[:top]
     if fakes:
         n_pairs = sum(1 for x in r.findings if x.kind is DepKind.FAKE)

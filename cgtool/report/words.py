@@ -89,6 +89,7 @@ def match(f: Figures) -> str:
 
 
 def replays(f: Figures) -> str:
+    """The replays the trace holds (``traced replays``: a trace may cover only some of a program's)."""
     s = f"{f.replays} of exec graph {', '.join(map(str, f.graphs))}"
     if f.incomplete_replays:
         s += f"; {f.incomplete_replays} more left out (events missing)"
@@ -97,7 +98,34 @@ def replays(f: Figures) -> str:
 
 def timing_rows(f: Figures) -> list[tuple[str, str]]:
     """The rows every command shows for a traced graph: replays, span, critical path."""
-    return [("replays", replays(f)), ("span", span(f)), ("critical path", critical_path(f))]
+    return [("traced replays", replays(f)), ("span", span(f)), ("critical path", critical_path(f))]
+
+
+def run_rows(f: Figures, n_graphs: int) -> list[tuple[str, str]]:
+    """The rows of a trace of several graphs taken together: only what adds up over graphs (counts),
+    never a median or a critical path across different graphs (those are per graph, below)."""
+    rows = [("traced replays", f"{f.replays} of {n_graphs} graphs (per graph below)")]
+    if f.incomplete_replays:
+        rows[0] = (rows[0][0], rows[0][1] + f"; {f.incomplete_replays} more left out (events missing)")
+    rows.append(("true dependencies", f"{f.true} ({plural(f.true_pairs, 'distinct pair')})"))
+    rows.append(("fake dependencies", "not visible without hardware channels" if f.fake is None else
+                 f"{f.fake} ({plural(f.fake_pairs or 0, 'distinct pair')})" if f.fake else
+                 "0 (no independent work was serialized on a hardware channel)"))
+    if f.lane is Lane.STREAM:
+        rows.append(("waits behind unrelated work", "none found in the timing" if not f.waits else
+                     f"{f.waits} ({plural(f.waits_pairs or 0, 'distinct pair')}), inferred from timing"))
+    rows.append(("lanes", lanes(f)))
+    rows.append(("match", match(f)))
+    return rows
+
+
+#: The per-graph table of a trace of several graphs: the same figures topo --trace shows per graph.
+GRAPH_COLUMNS = ("graph", "replays", "median span", "critical path", "true", "fake", "saving")
+
+
+def graph_cells(name: str, f: Figures) -> list[str]:
+    return [name, str(f.replays), us(f.span_median_us), us(f.critical_path_us), str(f.true),
+            "-" if f.fake is None else str(f.fake), us(f.saving_us)]
 
 
 def figure_rows(f: Figures) -> list[tuple[str, str]]:
