@@ -376,3 +376,37 @@ def test_each_graphs_median_span_is_that_of_its_raw_events(run_cli, tmp_path, ca
     for gid, g in deps["graphs"].items():
         if g["replays"]:
             assert g["span_median_us"] == pytest.approx(statistics.median(raw[int(gid)]), abs=0.01), gid
+
+
+# -------------------------------------------------------------- the waits' words
+
+def test_the_fake_table_says_what_ran_in_the_gap(run_cli):
+    """#11 started after #3 ended, but #5, #7 and #9 were running on the channel in between (from
+    the CUPTI records): the table says so, and what gap and waited are measured from."""
+    recs = json.loads(gzip.decompress((DATA / "forkjoin_trace_mc1" / "records.json.gz").read_bytes()))
+    first = min((r for r in recs if r["kind"] == "kernel"), key=lambda r: r["correlation"])["correlation"]
+    by_node = {r["graph_node_id"] & 0xFFFFFFFF: r for r in recs if r["kind"] == "kernel" and r["correlation"] == first}
+    a_end, b_start = by_node[3]["end"], by_node[11]["start"]
+    between = sorted(k for k, e in by_node.items() if k not in (3, 11) and e["start"] < b_start and e["end"] > a_end)
+    rc, out, err = run_cli("deps", TRACE, "--top", "15", env={**os.environ, "COLUMNS": "200"})
+    assert rc == 0, err
+    row = next(ln for ln in out.splitlines() if re.search(r"│ #3 .*│ #11 ", ln))
+    assert " ".join(f"#{k}" for k in between) in row, row
+    text = " ".join(out.split())
+    assert "ready time" in text and "before's end to after's start" in text
+    assert "not when before ended" in text
+
+
+def test_a_waited_total_above_the_span_says_why(run_cli):
+    rc, out, err = run_cli("deps", TRACE, "--json", "-")
+    s = json.loads(out)["summary"]
+    assert s["fake_wait_us"] > s["span_median_us"]  # the case: 2.66 ms of waits in a 0.79 ms replay
+    rc, out, err = run_cli("deps", TRACE, env={**os.environ, "COLUMNS": "200"})
+    assert "several items waited at the same time" in " ".join(out.split())
+
+
+def test_the_demo_shows_fake_dependencies_that_cost_time(run_cli_subprocess):
+    rc, out, err = run_cli_subprocess("demo", env={**os.environ, "COLUMNS": "200", "CUDA_VISIBLE_DEVICES": ""})
+    assert rc == 0, err
+    savings = [float(m) for m in re.findall(r"estimated saving\s*│\s*([\d.]+) µs per replay", out)]
+    assert 0.0 in savings and any(x > 10 for x in savings), savings

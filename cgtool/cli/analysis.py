@@ -118,7 +118,8 @@ def _deps_show(con: Any, runs: list[Any], graph: list[Path], compare: Optional[P
     for run in runs:
         if len(runs) > 1:
             con.rule(Text(run.label))
-        deps_report(con, run.result, top=top, sources=run.sources(), overhead=run.overhead, names=run.names)
+        deps_report(con, run.result, top=top, sources=run.sources(), overhead=run.overhead, names=run.names,
+                    graphs=run.graphs)
     if len(runs) > 1:
         ranked = {r.rank: r.result for r in runs if r.rank is not None}
         if len(ranked) == len(runs):

@@ -240,7 +240,8 @@ def deps_graphs_table(r: DepsResult, names: Mapping[int, str] | None = None) -> 
 
 
 def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int, str] | None = None,
-                overhead: TracerOverhead | None = None, names: Mapping[int, str] | None = None) -> None:
+                overhead: TracerOverhead | None = None, names: Mapping[int, str] | None = None,
+                graphs: Sequence[Any] = ()) -> None:
     """The figures, the top fake dependencies (with the source lines of both ends when the exports
     record them: ``sources`` maps tools ids to labels), the waits inferred without channels and the
     per-lane counts. ``overhead``: what the tracer measured tracing to cost, shown with a note when
@@ -267,7 +268,12 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
         title = (f"top fake dependencies (of {n_pairs})" if r.lane is Lane.CHANNEL else
                  f"fake dependencies on single streams (of {n_pairs}; across streams they are not visible)")
         tab = Table(title=title, title_justify="left")
+        from cgtool.inspect.between import ran_between
+
+        between = {(x.graph_id, x.before, x.after): ran_between(r, graphs, x) for x in fakes} if graphs else {}
         cols = ["before", "after", r.lane.value, "count", "gap", "waited", "saving"]
+        if between:
+            cols.insert(2, "ran in gap")
         if r.match is not MatchKind.EXACT:
             cols.append("inferred")  # how sure: unique, invariant or undecided (certainty in --json)
         for col in cols:
@@ -277,10 +283,23 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
             row: list[str | Text] = [Text(_at(x.before, x.before_name, src)), Text(_at(x.after, x.after_name, src)),
                                      lane, str(x.count), _fmt_us(x.gap_us), _fmt_us(x.wait_us / x.count if x.count else 0.0),
                                      "-" if x.saving_us is None else _fmt_us(x.saving_us)]
+            if between:
+                ids = between.get((x.graph_id, x.before, x.after))
+                row.insert(2, "-" if ids is None else " ".join(f"#{i}" for i in ids[:3])
+                           + (f" +{len(ids) - 3}" if len(ids) > 3 else "") or "nothing")
             if r.match is not MatchKind.EXACT:
                 row.append(x.certainty.replace("inferred-", ""))
             tab.add_row(*row)
         show(con, tab, cut=("before", "after"), optional=(r.lane.value,))
+        legend = words.FAKE_TABLE_LEGEND.format(lane=r.lane.value)
+        top_ids = between.get((fakes[0].graph_id, fakes[0].before, fakes[0].after)) if between else None
+        if top_ids:
+            x = fakes[0]
+            legend += (f" In the first row, #{x.after & 0xFFFFFFFF} did not start when #{x.before & 0xFFFFFFFF} "
+                       f"ended: {', '.join(f'#{i}' for i in top_ids[:5])}"
+                       f"{f' and {len(top_ids) - 5} more' if len(top_ids) > 5 else ''} ran on the {r.lane.value} "
+                       "in the gap.")
+        con.print(legend, markup=False, highlight=False)
     if r.inferred_waits:
         tab = Table(title="waits behind unrelated work (inferred from timing; per occurrence)", title_justify="left")
         for col in ("waited", "behind", "count", "mean wait", "saving", "certainty"):

@@ -39,8 +39,22 @@ def fake(f: Figures) -> str:
         return "not visible without hardware channels" + extra
     if not f.fake:
         return "0 (no independent work was serialized on a hardware channel)"
-    return (f"{f.fake} ({plural(f.fake_pairs or 0, 'distinct pair')}, {f.fake_per_replay:.1f} per replay); "
-            f"ready work waited {us(f.fake_wait_us)} per replay behind them (a wait, not a loss)")
+    s = (f"{f.fake} ({plural(f.fake_pairs or 0, 'distinct pair')}, {f.fake_per_replay:.1f} per replay); "
+         f"the items behind them waited {us(f.fake_wait_us)} per replay in all, each from its ready time to "
+         "its start (a wait, not a loss)")
+    if f.fake_wait_us is not None and f.span_median_us is not None and f.fake_wait_us > f.span_median_us:
+        s += (f"; more than the {us(f.span_median_us)} span because several items waited at the same time, "
+              "each counted")
+    return s
+
+
+#: Under the table of fake dependencies: what each column is measured from.
+FAKE_TABLE_LEGEND = (
+    "after started once before had ended, no item starting on the {lane} between them; a {lane} runs several "
+    "items at once, so items that started earlier may still have run in the gap (shown where known): after "
+    "started when the {lane} had room, not when before ended. gap: before's end to after's start, mean. waited: "
+    "after's ready time (the end of its last graph predecessor, or its replay's first start) to its start, per "
+    "occurrence. saving: per replay, estimated.")
 
 
 def waits(f: Figures) -> str:
