@@ -410,3 +410,159 @@ def test_the_demo_shows_fake_dependencies_that_cost_time(run_cli_subprocess):
     assert rc == 0, err
     savings = [float(m) for m in re.findall(r"estimated saving\s*│\s*([\d.]+) µs per replay", out)]
     assert 0.0 in savings and any(x > 10 for x in savings), savings
+
+
+# -------------------------------------------------------------- record: processes that cannot make a graph
+
+def _boot(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    from cgtool.capture.record.options import PROCESS_ENV, RecordOptions, process_env_value
+    from cgtool.capture.record.process import bootstrap_source
+
+    boot = tmp_path / "boot"
+    boot.mkdir()
+    (boot / "sitecustomize.py").write_text(bootstrap_source(str(ROOT)))
+    out = tmp_path / "rec"
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": f"{boot}{os.pathsep}{ROOT}",
+           PROCESS_ENV: process_env_value(RecordOptions(out=out), launcher_pid=None, boot_dir=str(boot),
+                                          cgtool_root=str(ROOT))}
+    return out, env
+
+
+def test_compile_workers_start_no_recorder(tmp_path):
+    """A process whose command line is torch.compile's compile worker starts no recorder (no folder
+    in the recording); any other Python process of the program starts one (here it cannot record,
+    without a GPU, and says why in its folder's error.json: the bootstrap did run)."""
+    out, env = _boot(tmp_path)
+    worker = tmp_path / "site-packages" / "torch" / "_inductor" / "compile_worker" / "__main__.py"
+    worker.parent.mkdir(parents=True)
+    worker.write_text("import sys; sys.exit(0)\n")
+    plain = tmp_path / "plain.py"
+    plain.write_text("pass\n")
+    for script, recorded in ((worker, False), (plain, True)):
+        before = set(out.iterdir())
+        r = subprocess.run([sys.executable, str(script), "--workers=2"], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert bool(set(out.iterdir()) - before) is recorded, (script, r.stderr)
+    before = set(out.iterdir())
+    r = subprocess.run([sys.executable, "-m", "torch._inductor.compile_worker"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert set(out.iterdir()) == before, r.stderr
+
+
+RECORDINGS = sorted(p.name for p in DATA.iterdir() if p.name.startswith("record_") and (p / "index.json.gz").exists())
+
+
+def _summary_lines(case: str, width: int = 80) -> list[str]:
+    import io
+
+    from rich.console import Console
+
+    from cgtool.artifacts.recording import load_tree
+    from cgtool.report.record_table import record_summary
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=width, color_system=None, markup=False, highlight=False)
+    record_summary(con, load_tree(DATA / case))
+    return buf.getvalue().splitlines()
+
+
+def _screen_lines(lines: list[str], width: int = 80) -> int:
+    return sum(max(1, -(-len(ln.rstrip()) // width)) for ln in lines)
+
+
+@pytest.mark.parametrize("case", ["record_compiled", "record_hf_llama", "record_trees"])
+def test_a_compiled_programs_summary_fits_one_screen_answers_first(case):
+    lines = _summary_lines(case)
+    assert _screen_lines(lines) <= 50, "\n".join(lines)
+    assert lines[0].startswith("• ") and "graph(s) in" in lines[0], lines[0]
+    text = "\n".join(lines)
+    assert "forked from process" not in text  # the fork advice: only where the fork then tried CUDA
+    assert "+MiB" not in text
+
+
+def test_processes_that_could_not_make_a_graph_are_one_line_per_kind():
+    """record_trees: 17 recorded compile workers (16 forked after CUDA was initialised) made no
+    graph; they are counted per kind in one line, not listed, and get no fork advice."""
+    import gzip as _gz
+
+    idx = json.loads(_gz.decompress((DATA / "record_trees" / "index.json.gz").read_bytes()))
+    workers = [p for p in idx["processes"] if p.get("followed") and not p.get("graphs")
+               and any(str(a).endswith("compile_worker/__main__.py") for a in p.get("argv") or [])]
+    forked = [p for p in workers if (p.get("cuda") or {}).get("usable") is False]
+    lines = _summary_lines("record_trees", 200)
+    line = next(ln for ln in lines if "made no graph and could not make one" in ln)
+    assert line.startswith(f"• {len(workers)} recorded process(es)"), line
+    assert f"{len(forked)}x torch.compile's compile worker forked after CUDA" in line, line
+    assert f"{len(workers) - len(forked)}x torch.compile's compile worker" in line
+    table = [ln for ln in lines if ln.startswith("│")]
+    assert not any(str(p["pid"]) in ln.split("│")[1] for p in workers for ln in table)
+
+
+def test_fork_advice_only_for_a_fork_that_tried_cuda(tmp_path):
+    from cgtool.inspect.record_summary import ProcessSummary, RecordSummary, cannot_make_graphs, findings
+
+    note = {"usable": False, "reason": "forked from process 1 after it had initialised CUDA: use spawn"}
+    quiet = ProcessSummary(pid=2, parent=1, rank=None, argv=["python", "w.py"], followed=True, exit_code=0,
+                           reason=None, cuda={**note, "tried": False})
+    tried = ProcessSummary(pid=3, parent=1, rank=None, argv=["python", "w.py"], followed=True, exit_code=1,
+                           reason=None, cuda={**note, "tried": True})
+    assert cannot_make_graphs(quiet) and cannot_make_graphs(tried) is None
+    text = "\n".join(findings(RecordSummary((quiet, tried), True, 0, ["python", "w.py"])))
+    assert "process 3: forked from process 1" in text and "process 2: forked" not in text
+    assert "1 recorded process(es) made no graph and could not make one: 1x a process forked after CUDA" in text
+
+
+def test_reinputs_one_line_per_graph_and_the_empty_graph_says_what_made_it():
+    lines = _summary_lines("record_trees", 200)
+    text = "\n".join(lines)
+    idx = json.loads(gzip.decompress((DATA / "record_trees" / "p556" / "index.json.gz").read_bytes()))
+    for g in idx["graphs"]:
+        ci = g.get("capture_inputs")
+        if ci and ci.get("inputs"):
+            want = ", ".join(f"input {k}: {v}" for k, v in enumerate(ci["inputs"]))
+            assert f"  #{g['label'].split()[0][1:]}: {want}" in lines, want
+    empty = [g for g in idx["graphs"] if g["nodes"] == 0]
+    assert empty and all(f"{g['label'].split()[0]} is empty: torch.compile's CUDA graph trees" in text for g in empty)
+    hf = "\n".join(_summary_lines("record_hf_llama", 200))
+    assert "re-recorded for inputs []" not in hf and "#1: no dynamic input" in hf
+
+
+def test_one_memory_figure_per_pool():
+    """The pool's bytes at exit, once, with the graphs in it; no per-graph +MiB column beside it."""
+    idx = json.loads(gzip.decompress((DATA / "record_server" / "p1629" / "index.json.gz").read_bytes()))
+    pools = idx["ledger"]["pools"]
+    text = "\n".join(_summary_lines("record_server", 200))
+    for q in pools:
+        assert f"pool {q['pool']} (graphs " in text and f"{q['bytes_reserved'] / 2**20:.1f} MiB" in text
+    assert "+MiB" not in text and text.count(f"pool {pools[0]['pool']}") == 1
+
+
+def test_the_report_opens_on_the_graphs_and_folds_the_helpers(run_cli, tmp_path):
+    out = tmp_path / "r.html"
+    rc, _, err = run_cli("report", DATA / "record_hf_llama", "-o", out)
+    assert rc == 0, err
+    page = out.read_text()
+    sec = page[page.index("<section class=recsummary"):page.index("</section>", page.index("<section class=recsummary"))]
+    idx = json.loads(gzip.decompress((DATA / "record_hf_llama" / "index.json.gz").read_bytes()))
+    helpers = [p for p in idx["processes"] if not p.get("followed")]
+    assert sec.index("id=recgraphs") < sec.index("<th>parent")  # the graphs before the processes
+    details = sec[sec.index("<details"):]
+    assert f"show {len(helpers)} process(es)" in details
+    listed = sec[:sec.index("<details")]
+    assert not any(f"<td class=num>{p['pid']}<td" in listed for p in helpers)
+    assert all(f"<td class=num>{p['pid']}<td" in details for p in helpers)
+
+
+def test_compiled_nodes_carry_their_module_path():
+    from cgtool.capture.record.attribution import Site
+
+    model = ({"node": "linear", "file": "modeling_llama.py", "line": 254, "function": "forward",
+              "module_path": "model.layers.0.self_attn.q_proj", "module_type": "Linear"},)
+    s = Site(file="/p/hf.py", line=17, function="<module>", op="linear (aten.mm)", module=None,
+             generated="/tmp/x.py:9", stack=(), call="model.generate", model=model)
+    d = s.to_json()
+    assert "model.layers.0.self_attn.q_proj" in d["label"] and d["module"] == "model.layers.0.self_attn.q_proj"
+    eager = Site(file="/p/m.py", line=3, function="f", op=None, module="Linear", generated=None, stack=())
+    assert eager.to_json()["module"] == "Linear"

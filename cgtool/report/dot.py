@@ -231,7 +231,7 @@ def render_dot(
 
 
 #: The rows of the figures a traced DOT's title carries (the words of ``report.words``).
-TITLE_ROWS = ("replays", "span", "critical path", "fake dependencies", "waits behind unrelated work", "cannot tell",
+TITLE_ROWS = ("traced replays", "span", "critical path", "fake dependencies", "waits behind unrelated work", "cannot tell",
               "estimated saving")
 
 
