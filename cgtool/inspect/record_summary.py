@@ -401,10 +401,10 @@ def findings(s: RecordSummary) -> list[str]:
                        + ".")
         if p.cuda and p.cuda.get("usable") is False and p.cuda.get("tried"):  # it tried the GPU: advise
             out.append(f"{_who(p)}: {p.cuda.get('reason')}.")
-    idle = idle_kinds(s)
-    if idle:
-        out.append(f"{sum(idle.values())} recorded process(es) made no graph and could not make one: "
-                   + "; ".join(f"{n}x {k}" for k, n in idle.most_common(5)) + ".")
+    kinds = idle_kinds(s)
+    if kinds:
+        out.append(f"{sum(kinds.values())} recorded process(es) made no graph and could not make one: "
+                   + "; ".join(f"{n}x {k}" for k, n in kinds.most_common(5)) + ".")
     if not_followed:
         reasons = Counter(_short_reason(p.reason) for p in not_followed)
         out.append(f"{len(not_followed)} process(es) could not be recorded: "

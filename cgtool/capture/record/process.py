@@ -203,7 +203,7 @@ def _note_cuda_tries(note: dict[str, Any]) -> None:
         return real()
 
     _lazy_init._cgtool = True  # type: ignore[attr-defined]
-    cuda._lazy_init = _lazy_init
+    setattr(cuda, "_lazy_init", _lazy_init)
 
 
 # ---------------------------------------------------------------------- children it starts
