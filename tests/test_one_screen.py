@@ -566,3 +566,15 @@ def test_compiled_nodes_carry_their_module_path():
     assert "model.layers.0.self_attn.q_proj" in d["label"] and d["module"] == "model.layers.0.self_attn.q_proj"
     eager = Site(file="/p/m.py", line=3, function="f", op=None, module="Linear", generated=None, stack=())
     assert eager.to_json()["module"] == "Linear"
+
+
+def test_the_step_summary_has_a_row_per_graph_of_a_multi_graph_trace(run_cli, tmp_path):
+    summary = tmp_path / "summary.md"
+    rc, _, err = run_cli("deps", DATA / "record_server", env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
+    assert rc == 0, err
+    deps = _json_of(run_cli, tmp_path, "deps", DATA / "record_server")
+    rows = [ln for ln in summary.read_text().splitlines() if "exec graph" in ln]
+    assert len(rows) == len(deps["graphs"])
+    for gid, g in deps["graphs"].items():
+        row = next(ln for ln in rows if f"exec graph {gid} |" in ln)
+        assert f"| {g['replays']} | {g['span_median_us']:.1f} |" in row, row
