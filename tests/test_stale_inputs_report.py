@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import shutil
 import types
 from pathlib import Path
@@ -129,6 +130,55 @@ def test_recording_without_checks_says_nothing_about_inputs() -> None:
     s = summarize(load_tree(DATA))
     assert summary_json(s)["stale_inputs"] == []
     assert not any("freed" in f for f in s.findings)
+
+
+def _many(tmp_path: Path, entry: dict[str, Any], firsts: list[int], name: str) -> Path:
+    """record_hf_llama (a torch.compile program) whose graph reads one input per first replay in
+    ``firsts``, each freed before that replay (the finding of ``entry`` at other replays)."""
+    [one] = entry["findings"]
+    out = tmp_path / name
+    shutil.copytree(Path(__file__).parent / "data" / "record_hf_llama", out)
+    p = out / "p895" / "index.json.gz"
+    idx = json.loads(gzip.decompress(p.read_bytes()))
+    graph = next(g for g in idx["graphs"] if g["nodes"])
+    graph["inputs"] = {**entry, "findings": [{**one, "first_replay": k, "may_start_at": k} for k in firsts]}
+    p.write_bytes(gzip.compress(json.dumps(idx).encode()))
+    return out
+
+
+def _lines(tree: Path) -> list[str]:
+    con = Console(file=io.StringIO(), width=80, color_system=None, markup=False, highlight=False)
+    record_summary(con, load_tree(tree))
+    return con.file.getvalue().splitlines()
+
+
+def test_many_stale_inputs_keep_a_compiled_summary_on_one_screen(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight inputs of a torch.compile graph freed before replays 3..10: the summary opens on the
+    graph count, then says the three that cost the most replays in full and counts the other five in
+    one sentence, so it is as long as with four inputs and fits 50 lines of 80 columns; the report's
+    table, after the graphs and before the processes, has a row for each of the eight."""
+    entry = play(tmp_path, monkeypatch, free_before=3)
+    firsts = [7, 3, 10, 5, 4, 9, 6, 8]
+    tree = _many(tmp_path, entry, firsts, "eight")
+    lines = _lines(tree)
+    assert sum(max(1, -(-len(ln.rstrip()) // 80)) for ln in lines) <= 50, "\n".join(lines)
+    assert len(lines) == len(_lines(_many(tmp_path, entry, [6, 3, 5, 4], "four"))), "\n".join(lines)
+    bullets = [" ".join(b.split()) for b in " ".join(lines).split("•")[1:]]
+    assert "graph(s) in" in bullets[0], bullets[0]
+    said = sorted(firsts)[:3]  # the most replays: the earliest first replays, right after the count
+    for k, b in zip(said, bullets[1:4], strict=True):
+        assert f"before replay {k} " in b and f"replays {k}–40 read `logits`' data" in b, bullets
+    text = " ".join(" ".join(lines).split())
+    assert not any(f"replays {k}–40" in text for k in sorted(firsts)[3:]), text
+    assert f"{len(firsts) - 3} more graph input(s) read memory their program freed, in 1 graph(s)" in text, text
+    s = summarize(load_tree(tree))
+    assert sorted(j["first_replay"] for j in summary_json(s)["stale_inputs"]) == sorted(firsts)
+    sec = record_html(s, "eight")
+    table = sec[sec.index("id=recstale"):]
+    table = table[:table.index("</table>")]
+    assert sec.index("id=recgraphs") < sec.index("id=recstale") < sec.index("<th>parent")
+    assert sorted(int(m) for m in re.findall(r"<td class=num>(\d+)–40</tr>", table)) == sorted(firsts)
 
 
 # ------------------------------------------------ real recordings of the bug programs (GPU machine)

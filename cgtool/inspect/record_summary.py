@@ -29,6 +29,10 @@ from cgtool.inspect.stale_inputs import InputsCoverage, StaleInput, checked_sent
 #: The share of replays "the graphs that serve traffic" must reach (the findings name the fewest
 #: graphs that together served at least this share).
 SERVING_SHARE = 0.9
+#: Stale graph inputs said in full in the findings (the most replays first); the others are counted
+#: in one line (``record --json``'s ``stale_inputs`` and the report's table list every one), so a
+#: program that frees many inputs keeps its summary on one screen.
+STALE_SAID = 3
 
 
 @dataclass(frozen=True)
@@ -318,13 +322,19 @@ def empty_graph_text(p: ProcessSummary, g: GraphStat) -> str | None:
 
 
 def _stale_findings(followed: Sequence[ProcessSummary], n_graphs: int) -> list[str]:
-    """The input checks' answers: each stale input, then what was checked."""
+    """The input checks' answers: the stale inputs that cost the most replays said in full, the
+    others counted (``STALE_SAID``), then what was checked."""
     out: list[str] = []
-    stale = [x for p in followed for x in p.stale_inputs]
+    stale = sorted((x for p in followed for x in p.stale_inputs), key=lambda st: -st.replays)
     several = sum(1 for p in followed if p.graphs) > 1  # idle processes (compile workers) do not count
-    for x in stale:
+    for x in stale[:STALE_SAID]:
         text = sentence(x)
         out.append(text[0].upper() + text[1:] + (f" (process {x.pid})" if several else "") + ".")
+    rest = stale[STALE_SAID:]
+    if rest:
+        out.append(f"{len(rest)} more graph input(s) read memory their program freed, in "
+                   f"{len({(x.pid, x.seq) for x in rest})} graph(s): `cgtool record --json` (stale_inputs) and "
+                   "`cgtool report` list each.")
     covs = [p.inputs_checked for p in followed if p.inputs_checked is not None]
     if covs and n_graphs:
         merged = InputsCoverage(sum(c.checked for c in covs), {}, sum(c.partial for c in covs))
