@@ -6,6 +6,7 @@ so code that catches RuntimeError/TypeError or matches torch's text keeps workin
 
 import contextlib
 import gc
+import json
 import pickle
 import re
 import weakref
@@ -68,12 +69,14 @@ class FakeTorchGraph:
         self.calls.append(("capture_begin", a, k))
         self._pool = a[0]
         if self.allocator is not None:
-            self.allocator.incref(self._pool)  # torch's capture_begin: beginAllocateToPool
+            self.allocator.begin(0, self._pool)  # torch's capture_begin: beginAllocateToPool
 
     def capture_end(self):
         self.calls.append(("capture_end",))
-        if self.fail_end:
+        if self.fail_end:  # torch 2.11 raises from cudaStreamEndCapture, before endAllocateToPool
             raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+        if self.allocator is not None:
+            self.allocator.end(0, self._pool)
 
     def instantiate(self):
         self.calls.append(("instantiate",))
@@ -260,17 +263,26 @@ def test_mempool_is_passed_by_id_and_kept_alive_until_reset():
     assert ref() is None
 
 
-def test_failed_capture_pool_released_on_reset():
-    released = []
-    g = make(torch=fake_torch(released=released), fail_end=True)
+def test_failed_capture_ends_allocation_to_its_pool_and_gives_it_back(monkeypatch):
+    # torch 2.11's capture_end raises before endAllocateToPool: the engine ends the routing and gives
+    # the capture's use of the pool back when the capture fails, once (reset() does not again).
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    g = make(torch=torch, fail_end=True)
+    failed_torch_graph = g._g
     with pytest.raises(ValueError):
         with _ctx(g):
+            assert alloc.recording == [(0, 1)]
             raise ValueError("body failed")
-    assert released == []  # nothing until reset()
+    assert alloc.recording == []  # a later capture into (0, 1) is not refused as "already recording"
+    assert alloc.use_count[(0, 1)] == 0 and alloc.freed == [(0, 1)]
     with pytest.raises(RuntimeError, match="reset"):
         g.replay()
+    with pytest.raises(RuntimeError, match="without a preceding successful capture.*reset"):
+        g.pool()
     g.reset()
-    assert released == [(0, (0, 1))]  # the pool handle the capture was given
+    assert alloc.use_count[(0, 1)] == 0 and alloc.freed == [(0, 1)]  # not released twice
+    assert g._g is not failed_torch_graph
+    assert ("reset",) not in failed_torch_graph.calls  # torch's reset of a failed graph is never called
 
 
 def test_aborted_valid_capture_is_released_by_torch_not_twice():
@@ -710,8 +722,8 @@ def test_torch_tests_results_section_is_rendered_from_a_summary(tmp_path):
     text = run.render(summary)
     listed_seed = sum(1 for t, c in run.TESTS.items() if c == run.SEED)
     # 2 seed tests ran in each mode; every other listed seed test did not
-    assert f"| torch | seed | 1/2 | 1 | 0 | 0 | {listed_seed - 2} |" in text
-    assert f"| engine | seed | 1/2 | 0 | 1 | 0 | {listed_seed - 2} |" in text
+    assert f"| torch | seed | 1/2 | 1 | 0 | 0 | 0 | {listed_seed - 2} |" in text
+    assert f"| engine | seed | 1/2 | 0 | 1 | 0 | 0 | {listed_seed - 2} |" in text
     assert "- [engine] " + dbg + "test_model: RuntimeError: boom" in text
     assert "(2 of 2 that ran)" in text and "`test_cuda.py` | missing" in text
     md = tmp_path / "RESULTS.md"
@@ -719,6 +731,28 @@ def test_torch_tests_results_section_is_rendered_from_a_summary(tmp_path):
     run.write_results(md, text)
     out = md.read_text()
     assert out.startswith("# head\n") and out.endswith("## tail\n") and "old" not in out and text in out
+
+
+def test_torch_tests_a_test_the_process_died_in_is_recorded_as_died(tmp_path):
+    # The plugin's per-test lines, as a process that aborted in its second test leaves them.
+    run = _torch_tests_run()
+    f = "test_cuda.py::TestCuda::"
+    lines = [
+        {"test": f + "test_a", "event": "start"},
+        {"test": f + "test_a", "event": "end", "when": "call", "outcome": "failed", "message": "AssertionError: x"},
+        {"test": f + "test_a", "event": "end", "when": "teardown", "outcome": "passed", "message": ""},
+        {"test": f + "test_b", "event": "start"},
+        {"test": f + "test_b", "event": "end", "when": "call", "outcome": "passed", "message": ""},
+    ]
+    path = tmp_path / "o.outcomes"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    got = run.read_outcomes(path, "killed by signal 6")
+    assert got[f + "test_a"] == {"outcome": "failed", "message": "AssertionError: x"}
+    assert got[f + "test_b"]["outcome"] == "died" and "signal 6" in got[f + "test_b"]["message"]
+    assert run.read_outcomes(path, "")[f + "test_b"]["outcome"] == "passed"  # the process ended normally
+    summary = run.summarize({"engine": got}, ["engine"], {"torch": "2.11", "cuda": "13.0", "device": "H100"},
+                            {k: {"present": False} for k in run.UPSTREAM})
+    assert f + "test_b" in run.engine_regressions(summary)
 
 
 def test_torch_tests_selection_picks_ids_classes_and_seed_api_names():

@@ -221,7 +221,8 @@ class Graph:
         self._instantiated = False
         self._tracker: LivenessTracker | None = None
         self._capture_pool: tuple[int, Any] | None = None  # (device, pool id) of the capture underway
-        self._failed_pool: tuple[int, Any] | None = None  # pool of a failed capture, released by reset()
+        self._capture_stream: Any = None  # the torch stream the capture began on, while it runs
+        self._torch_graph_failed = False  # torch's capture_end raised: self._g is replaced, not reset
         self._caching_graph_data = False
         self._graph_data_cache: dict[str, Any] | None = None
         self.capture_s: float | None = None
@@ -279,10 +280,12 @@ class Graph:
         self._t_begin = time.perf_counter()
         try:
             self._g.capture_begin(pool_id, capture_error_mode=mode)
-        except Exception:
+        except Exception as e:
             self._state = GraphState.NEW
+            self._failed_begin(device, pool_id, e)
             raise
         self._capture_pool = (device, pool_id)
+        self._capture_stream = torch.cuda.current_stream()
         self._pools.append(pool_id)
         if mem_pool is not None:
             self._mempools.append(mem_pool)  # as torch does: the graph keeps the MemPool alive
@@ -308,7 +311,18 @@ class Graph:
     def capture_end_pre(self) -> None:
         """End capture but leave the cudaGraph_t live; capture-end hooks fire here, in order."""
         if self._state is not GraphState.CAPTURING:
-            raise GraphUsageError("capture_end_pre() without capture_begin(): no capture is underway.")
+            raise GraphUsageError(
+                "capture_end_pre() without capture_begin(): no capture is underway"
+                + (" (the last capture failed; call reset())." if self._state is GraphState.ABORTED else ".")
+            )
+        current = self._torch.cuda.current_stream()
+        if self._capture_stream is not None and current != self._capture_stream:
+            raise GraphUsageError(
+                "Capture must end on the same stream it began on. The capture is still underway on "
+                f"{self._capture_stream}; the current stream is {current}. Call capture_end() under "
+                "`with torch.cuda.stream(s):` of the stream capture_begin() was called on (or reset() "
+                "to abandon the capture)."
+            )
         self._stop_tracking(drop=False)
         try:
             self._g.capture_end()  # keep_graph=True underneath: ends capture, does not instantiate
@@ -353,9 +367,67 @@ class Graph:
         self._state = GraphState.ABORTED
 
     def _abort_failed_capture(self) -> None:
-        """torch's capture_end raised (an invalidated capture): its pool is released only by us."""
+        """torch's capture_end raised (an invalidated capture): end what torch 2.11 leaves behind.
+
+        torch's ``capture_end`` raises before it ends allocation to the pool, before it counts the
+        pool's use as the graph's and before the RNG generator leaves capture mode. Here, in this
+        order: the stream stops capturing (if torch's call did not get that far), allocation to the
+        pool ends, the capture's use of the pool is given back (so ``empty_cache()`` can free its
+        blocks once their tensors are gone), and the default generator leaves capture mode (else
+        every eager CUDA RNG call raises "Offset increment outside graph capture"). Before the
+        routing ended, ``torch.cuda.empty_cache()`` released nothing and the destructor of any
+        ``torch.cuda.MemPool`` aborted the process (``captures_underway.empty()`` INTERNAL ASSERT in
+        the allocator's ``synchronize_and_free_events``, measured on torch 2.11 alone as well).
+        """
         self._stop_tracking(drop=True)
-        self._failed_pool = self._capture_pool
+        torch = self._torch
+        self._torch_graph_failed = True
+        self._state = GraphState.ABORTED
+        if self._capture_stream is not None:
+            _end_stream_capture(torch, self._capture_stream)
+        if self._capture_pool is not None:
+            device, pool_id = self._capture_pool
+            _end_allocate_to_pool(torch, device, pool_id)
+            _release_pool(torch, device, pool_id)
+        self._capture_stream = None
+        _leave_rng_capture_mode(torch)
+
+    def _failed_begin(self, device: int, pool_id: Any, e: Exception) -> None:
+        """torch's capture_begin raised: undo what it did before raising (torch 2.11's order).
+
+        It registers the graph with the RNG generator and puts the generator in capture mode, then
+        raises "already recording to mempool_id" after counting one more use of the pool, or fails
+        ``cudaStreamBeginCapture`` after routing allocation to the pool.
+        """
+        torch = self._torch
+        message = str(e)
+        if "already recording to mempool_id" in message:
+            _release_pool(torch, device, pool_id)
+        elif "beginAllocateToPool" not in message and "default stream" not in message:
+            _end_allocate_to_pool(torch, device, pool_id)
+            _release_pool(torch, device, pool_id)
+        _leave_rng_capture_mode(torch)
+        self._retire_torch_graph()
+
+    def _retire_torch_graph(self) -> None:
+        """Replace a torch CUDAGraph whose capture failed with a fresh one (torch's ``reset()`` has
+        nothing to undo there; its destructor takes it out of the RNG generator's graphs). Its
+        allocator routing, which holds a pointer to it, was ended when the capture failed."""
+        self._g = torch_originals(self._torch)["CUDAGraph"](keep_graph=True)
+        self._torch_graph_failed = False
+
+    def _abandon_capture(self) -> None:
+        """End a capture nobody will finish (``reset()`` during it, or the graph dropped mid-capture)."""
+        if self._state is not GraphState.CAPTURING:
+            return
+        torch = self._torch
+        self._stop_tracking(drop=True)
+        try:
+            with torch.cuda.stream(self._capture_stream):
+                self._g.capture_end()
+        except Exception:
+            self._abort_failed_capture()
+            return
         self._state = GraphState.ABORTED
 
     # ------------------------------------------------------------------ instantiate / replay
@@ -407,26 +479,40 @@ class Graph:
                 hook(self)
 
     def reset(self) -> None:
-        """Delete the graph held by this instance (and a failed capture's pool); it can capture again."""
+        """Delete the graph held by this instance; it can capture again.
+
+        During a capture, the capture is ended and thrown away first. After a failed capture the
+        pool was already given back when the capture failed; torch's graph is replaced, not reset.
+        """
+        self._abandon_capture()
         self._stop_tracking(drop=True)
-        self._g.reset()
-        failed, self._failed_pool = self._failed_pool, None
-        if failed is not None:
-            _release_pool(self._torch, *failed)
-        self._g = torch_originals(self._torch)["CUDAGraph"](keep_graph=True)
-        self._state = GraphState.NEW
-        self._template_live = False
-        self._instantiated = False
-        self._capture_pool = None
-        for device, pool_id in self._pool_refs:
-            _release_pool(self._torch, device, pool_id)
-        self._pool_refs.clear()
-        self._pools.clear()
-        self._mempools.clear()
+        try:
+            if self._torch_graph_failed:
+                self._retire_torch_graph()
+            else:
+                self._g.reset()
+                self._g = torch_originals(self._torch)["CUDAGraph"](keep_graph=True)
+        finally:
+            self._state = GraphState.NEW
+            self._template_live = False
+            self._instantiated = False
+            self._capture_pool = None
+            self._capture_stream = None
+            refs, self._pool_refs = self._pool_refs, []
+            for device, pool_id in refs:
+                _release_pool(self._torch, device, pool_id)
+            self._pools.clear()
+            self._mempools.clear()
 
     def __del__(self) -> None:
+        # A capture still underway is ended (torch 2.11 would leave the stream capturing for good).
         # As torch's CUDAGraph releases its pool when destroyed: give back the side pools this graph
         # retained (their MemPool objects go with the graph's attributes, after this).
+        if getattr(self, "_state", None) is GraphState.CAPTURING:
+            try:
+                self._abandon_capture()
+            except Exception:  # a destructor, possibly at interpreter exit: never raise
+                pass
         refs = getattr(self, "_pool_refs", None)
         if refs:
             for device, pool_id in refs:
@@ -439,14 +525,24 @@ class Graph:
     # ------------------------------------------------------------------ pools and raw handles
     def pool(self) -> Any:
         """An opaque token of this graph's memory pool, to share it with another capture."""
+        if self._state is not GraphState.CAPTURED:
+            raise GraphUsageError(
+                "Called CUDAGraph::pool() without a preceding successful capture."
+                + {
+                    GraphState.NEW: " Nothing has been captured (or reset() was called since).",
+                    GraphState.CAPTURING: " The capture is still underway: call capture_end() first.",
+                    GraphState.ABORTED: " The last capture failed and its pool was given back: call "
+                    "reset() and capture again.",
+                }[self._state]
+            )
         return self._g.pool()
 
-    def pools(self) -> tuple[Any, ...]:
+    def pools(self) -> list[Any]:
         """Ids of every memory pool this graph retains: its capture pool first, then each pool that
         ``torch.cuda.use_mem_pool`` made current during the capture (kept until ``reset()``)."""
         if not self._pools:
-            return (self._g.pool(),)
-        return tuple(self._pools)
+            return [self.pool()]
+        return list(self._pools)
 
     def _retain_pool(self, pool: Any, device: Any = None) -> None:
         """A ``MemPool`` entered during this graph's capture: the graph keeps it until ``reset()``.
@@ -570,8 +666,67 @@ class Graph:
                 self._stream_ctx.__exit__(exc_type, exc, tb)
 
 
+def _end_stream_capture(torch: Any, stream: Any) -> None:
+    """If ``stream`` is still capturing (torch's capture_end raised before ending it), end it."""
+    try:
+        with torch.cuda.stream(stream):
+            capturing = bool(torch.cuda.is_current_stream_capturing())
+    except Exception:
+        return
+    if not capturing:
+        return
+    try:
+        rt, _ = require_bindings("ending a failed capture")
+        err, g = rt.cudaStreamEndCapture(int(stream.cuda_stream))
+        if g is not None and int(g):
+            rt.cudaGraphDestroy(g)
+    except Exception:
+        pass  # no bindings: the stream stays capturing, as on torch alone
+
+
+def _end_allocate_to_pool(torch: Any, device: int, pool_id: Any) -> None:
+    """End allocation to the pool of a capture that failed (torch 2.11's capture_end raises first)."""
+    end = getattr(torch._C, "_cuda_endAllocateToPool", None)
+    if end is None:
+        return
+    try:
+        end(device, pool_id)
+    except RuntimeError:
+        pass  # torch got as far as ending it itself
+
+
+#: Per device: the stream of the empty capture that takes the RNG generator out of capture mode.
+_RNG_RESET: dict[int, Any] = {}
+
+
+def _leave_rng_capture_mode(torch: Any) -> None:
+    """After a failed capture: an empty capture, so the default CUDA generator leaves capture mode.
+
+    torch 2.11's ``capture_begin`` puts the generator in capture mode; only a successful
+    ``capture_end`` takes it out. Until then every eager CUDA RNG call raises "Offset increment
+    outside graph capture encountered unexpectedly". An empty capture on a private stream does
+    both steps (no kernel, no allocation). Skipped while another engine capture is underway: its
+    own end does it (and a new prologue would reset that capture's RNG offset).
+    """
+    if _CAPTURING or not hasattr(torch.cuda, "Stream"):
+        return
+    try:
+        dev = int(torch.cuda.current_device())
+        if dev not in _RNG_RESET:
+            _RNG_RESET[dev] = torch.cuda.Stream()
+        g = torch_originals(torch)["CUDAGraph"](keep_graph=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "The CUDA Graph is empty"
+            with torch.cuda.stream(_RNG_RESET[dev]):
+                g.capture_begin(capture_error_mode="relaxed")
+                g.capture_end()
+        g.reset()
+    except Exception:
+        pass  # as on torch alone: the next successful capture ends capture mode
+
+
 def _release_pool(torch: Any, device: int, pool_id: Any) -> None:
-    """Give back the private pool of a capture whose capture_end failed (torch 2.11 never does)."""
+    """Give back one use of a pool (a failed capture's, a retained side pool's)."""
     release = getattr(torch._C, "_cuda_releasePool", None)
     if release is None:
         return
