@@ -116,7 +116,7 @@ class FakeStream:
     __hash__ = None
 
 
-def fake_torch(stream="side", version="2.11.0", released=None, allocator=None, capturing=lambda: True):
+def fake_torch(stream="side", version="2.11.0", released=None, allocator=None, capturing=lambda: bool(eng._CAPTURING)):
     released = [] if released is None else released
     streams = {"side": FakeStream("side", 11), "default": FakeStream("default", 0)}
     cur = {"stream": streams[stream]}
@@ -136,11 +136,21 @@ def fake_torch(stream="side", version="2.11.0", released=None, allocator=None, c
             _get_device_index=lambda d: int(d),
             is_current_stream_capturing=capturing,
             MemPool=FakeMemPool,
+            stream=lambda s: _enter_stream(cur, s),
         ),
         _C=c,
     )
     torch.set_stream = lambda name: cur.update(stream=streams.get(name) or FakeStream(name, 1000 + len(name)))
     return torch
+
+
+@contextlib.contextmanager
+def _enter_stream(cur, stream):
+    prev, cur["stream"] = cur["stream"], stream
+    try:
+        yield
+    finally:
+        cur["stream"] = prev
 
 
 @pytest.fixture(autouse=True)
@@ -402,6 +412,103 @@ def test_use_mem_pool_outside_any_capture_is_not_retained(monkeypatch):
         pass
     g.capture_end()
     assert (0, 6) not in [tuple(p) for p in g.pools()] and side.use_count() == 1
+
+
+def test_a_mempool_dropped_during_a_capture_is_destroyed_after_it(monkeypatch):
+    # torch 2.11's MemPool destructor aborts the process while any capture is underway.
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    own_del = AllocPool.__dict__["__del__"]
+    g = make(torch=torch)
+    g.capture_begin()
+    p = AllocPool(alloc, (0, 42))
+    ref = weakref.ref(p)
+    del p
+    gc.collect()
+    assert ref() is not None and alloc.freed == []  # kept while the capture is underway
+    g.capture_end()
+    gc.collect()
+    assert ref() is None and alloc.freed == [(0, 42)]  # destroyed after it, by its own __del__
+    assert AllocPool.__dict__["__del__"] is own_del  # the class is torch's again
+    q = AllocPool(alloc, (0, 43))
+    del q
+    assert alloc.freed[-1] == (0, 43)  # outside any capture: destroyed at once
+
+
+def test_a_graph_dropped_mid_capture_ends_its_capture(monkeypatch):
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    g = make(torch=torch)
+    g.capture_begin()
+    under = g._g
+    assert eng._CAPTURING
+    del g
+    gc.collect()
+    assert not eng._CAPTURING and under.calls[-1] == ("capture_end",)
+    assert alloc.recording == []
+
+
+def test_reset_during_a_capture_ends_it_on_the_capture_stream(monkeypatch):
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    g = make(torch=torch)
+    g.capture_begin()
+    under = g._g
+    torch.set_stream("elsewhere")
+    g.reset()
+    assert under.calls[-2:] == [("capture_end",), ("reset",)] and g._state is eng.GraphState.NEW
+    assert alloc.recording == [] and alloc.use_count[(0, 1)] == 0
+    torch.set_stream("side")
+    g.capture_begin()  # captures again
+    g.capture_end()
+
+
+def test_capture_end_on_another_stream_is_refused_and_the_capture_goes_on():
+    torch = fake_torch()
+    g = make(torch=torch)
+    g.capture_begin()
+    torch.set_stream("other")
+    with pytest.raises(RuntimeError, match="Capture must end on the same stream it began on"):
+        g.capture_end()
+    assert g._state is eng.GraphState.CAPTURING and ("capture_end",) not in g._g.calls
+    torch.set_stream("side")
+    g.capture_end()
+    assert g._state is eng.GraphState.CAPTURED
+
+
+def test_the_same_mempool_nested_during_a_capture_is_refused_without_a_lost_use(monkeypatch):
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    side = AllocPool(alloc, (0, 9))
+    g = make(torch=torch)
+    g.capture_begin()
+    with torch.cuda.use_mem_pool(side):
+        with pytest.raises(RuntimeError, match="already the current pool"):
+            with torch.cuda.use_mem_pool(side):
+                pass
+    g.capture_end()
+    g.reset()
+    assert side.use_count() == 1
+
+
+def test_capture_begin_on_a_stream_already_capturing_is_refused_before_torch_sees_it():
+    # torch 2.11 registers such a graph with the RNG generator on one side only; destroying it aborts.
+    torch = fake_torch()
+    first, second = make(torch=torch), make(torch=torch)
+    first.capture_begin()
+    with pytest.raises(RuntimeError, match="already capturing"):
+        second.capture_begin()
+    assert second._g.calls == [] and second._state is eng.GraphState.NEW
+    first.capture_end()
+    second.capture_begin()  # the stream is free again
+    second.capture_end()
+
+
+def test_pools_is_a_list_and_pool_names_the_state():
+    g = captured(keep_graph=True)
+    assert isinstance(g.pools(), list) and g.pools() == [(0, 1)]
+    g.reset()
+    with pytest.raises(RuntimeError, match="without a preceding successful capture. Nothing has been captured"):
+        g.pools()
+    g.capture_begin()
+    with pytest.raises(RuntimeError, match="still underway"):
+        g.pool()
 
 
 class _ctx:

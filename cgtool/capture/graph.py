@@ -68,8 +68,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import pickle
+import threading
 import time
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from enum import Enum
@@ -256,6 +258,14 @@ class Graph:
                 "to replay them on the default stream.) Capture on a side stream: "
                 "`with torch.cuda.stream(torch.cuda.Stream()):` or use cgtool.capture.graph.graph(...)."
             )
+        if torch.cuda.is_current_stream_capturing():
+            # torch 2.11 would register the graph with the RNG generator halfway and raise ("Cannot
+            # register the state during capturing stage"); destroying that graph later aborts.
+            raise GraphUsageError(
+                "capture_begin(): the current stream is already capturing (a capture that has not "
+                "ended is underway on it, or on a stream it was forked from). End that capture first "
+                "(capture_end() on its graph, on this stream), or capture on another stream."
+            )
         pool = pool if pool is not None else self._default_pool
         mode = capture_error_mode or self._default_mode
         liveness = check_input_liveness or self._default_liveness
@@ -329,6 +339,7 @@ class Graph:
         except Exception:
             self._abort_failed_capture()
             raise
+        _release_parked_pools()
         self.capture_s = time.perf_counter() - self._t_begin
         self._state = GraphState.CAPTURED
         self._template_live = True
@@ -365,6 +376,7 @@ class Graph:
             self._abort_failed_capture()  # the caller's exception matters more than this one
             return
         self._state = GraphState.ABORTED
+        _release_parked_pools()
 
     def _abort_failed_capture(self) -> None:
         """torch's capture_end raised (an invalidated capture): end what torch 2.11 leaves behind.
@@ -391,6 +403,7 @@ class Graph:
             _release_pool(torch, device, pool_id)
         self._capture_stream = None
         _leave_rng_capture_mode(torch)
+        _release_parked_pools()
 
     def _failed_begin(self, device: int, pool_id: Any, e: Exception) -> None:
         """torch's capture_begin raised: undo what it did before raising (torch 2.11's order).
@@ -401,6 +414,10 @@ class Graph:
         """
         torch = self._torch
         message = str(e)
+        if "register the state" in message:
+            # Registered with the RNG generator's graphs on one side only: its destructor would
+            # abort ("The graph should be registered to the state"). Kept for the process's life.
+            _UNDESTROYABLE.append(self._g)
         if "already recording to mempool_id" in message:
             _release_pool(torch, device, pool_id)
         elif "beginAllocateToPool" not in message and "default stream" not in message:
@@ -408,6 +425,7 @@ class Graph:
             _release_pool(torch, device, pool_id)
         _leave_rng_capture_mode(torch)
         self._retire_torch_graph()
+        _release_parked_pools()
 
     def _retire_torch_graph(self) -> None:
         """Replace a torch CUDAGraph whose capture failed with a fresh one (torch's ``reset()`` has
@@ -429,6 +447,7 @@ class Graph:
             self._abort_failed_capture()
             return
         self._state = GraphState.ABORTED
+        _release_parked_pools()
 
     # ------------------------------------------------------------------ instantiate / replay
     def instantiate(self) -> None:
@@ -666,6 +685,10 @@ class Graph:
                 self._stream_ctx.__exit__(exc_type, exc, tb)
 
 
+#: torch CUDAGraphs whose destructor would abort the process (see ``Graph._failed_begin``).
+_UNDESTROYABLE: list[Any] = []
+
+
 def _end_stream_capture(torch: Any, stream: Any) -> None:
     """If ``stream`` is still capturing (torch's capture_end raised before ending it), end it."""
     try:
@@ -755,10 +778,44 @@ def _incref_pool(torch: Any, device: int, pool_id: Any) -> bool:
     return True
 
 
-#: Captures underway on engine graphs: (device, stream handle) -> the graph capturing on that stream.
-_CAPTURING: dict[tuple[int, int], "Graph"] = {}
+#: Captures underway on engine graphs: (device, stream handle) -> the graph capturing on that stream
+#: (a weak reference: a graph dropped mid-capture is destroyed, and its destructor ends the capture).
+_CAPTURING: dict[tuple[int, int], "weakref.ref[Graph]"] = {}
 #: While a capture is underway: torch's ``use_mem_pool`` and the engine's stand-in for it.
 _USE_MEM_POOL: dict[str, Any] = {}
+#: While a capture is underway: torch's MemPool class and the ``__del__`` it had (None: none).
+_MEMPOOL_DEL: dict[str, Any] = {}
+#: MemPools dropped while an engine capture was underway (with their class's own ``__del__``),
+#: destroyed when the last one ends.
+_PARKED: list[tuple[Any, Any]] = []
+#: Per thread: the MemPools entered through the stand-in and not yet left.
+_ENTERED = threading.local()
+
+
+def _park_mempool(pool: Any) -> None:
+    """``torch.cuda.MemPool.__del__`` while an engine capture is underway: keep the pool alive.
+
+    torch 2.11's MemPool destructor empties the pool's cache, and the allocator asserts that no
+    capture is underway there (``captures_underway.empty()``): a MemPool destroyed during any
+    capture aborts the process. The engine keeps it until its last capture ends.
+    """
+    original = _MEMPOOL_DEL.get("del")
+    if _CAPTURING:
+        _PARKED.append((pool, original))  # resurrects it: destroyed by _release_parked_pools()
+        return
+    if original is not None:
+        original(pool)
+
+
+def _release_parked_pools() -> None:
+    """Destroy the MemPools dropped during engine captures, once none is underway."""
+    if not _CAPTURING and _PARKED:
+        parked = list(_PARKED)
+        _PARKED.clear()
+        for pool, original in parked:
+            if original is not None:  # a finalizer runs once: run the class's own now
+                original(pool)
+        del parked, pool
 
 
 def _stream_key(torch: Any) -> tuple[int, int]:
@@ -774,10 +831,10 @@ def _graph_capturing_here(torch: Any) -> "Graph | None":
     """
     if not _CAPTURING or not torch.cuda.is_current_stream_capturing():
         return None
-    g = _CAPTURING.get(_stream_key(torch))
-    if g is None and len(_CAPTURING) == 1:
-        g = next(iter(_CAPTURING.values()))
-    return g
+    ref = _CAPTURING.get(_stream_key(torch))
+    if ref is None and len(_CAPTURING) == 1:
+        ref = next(iter(_CAPTURING.values()))
+    return None if ref is None else ref()
 
 
 def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
@@ -789,7 +846,11 @@ def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
     before the capture) bypasses the stand-in: such a pool is not retained, as on torch <= 2.13.
     """
     key = _stream_key(torch)
-    _CAPTURING[key] = g
+    _CAPTURING[key] = weakref.ref(g)
+    cls = getattr(torch.cuda, "MemPool", None)
+    if cls is not None and "cls" not in _MEMPOOL_DEL and isinstance(cls, type):
+        _MEMPOOL_DEL.update(cls=cls, had="__del__" in cls.__dict__, **{"del": cls.__dict__.get("__del__")})
+        setattr(cls, "__del__", _park_mempool)  # noqa: B010 (a class attribute mypy cannot see)
     mem: Any = getattr(torch.cuda, "memory", None)
     original = getattr(mem, "use_mem_pool", None)
     if "torch" in _USE_MEM_POOL or original is None:
@@ -797,11 +858,24 @@ def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
 
     @contextlib.contextmanager
     def use_mem_pool(pool: Any, device: Any = None) -> Iterator[Any]:
+        entered = _ENTERED.__dict__.setdefault("pools", [])
+        if any(p is pool for p in entered):
+            # torch 2.11 counts one more use of the pool before it refuses ("already recording to
+            # mempool_id") and never gives it back: the pool would never be freed.
+            raise GraphUsageError(
+                "use_mem_pool: this MemPool is already the current pool of this thread (an outer "
+                "`with torch.cuda.use_mem_pool(pool):` is still open). Nest a different MemPool, or "
+                "allocate in the outer block."
+            )
         capturing = _graph_capturing_here(torch)
         if capturing is not None:
             capturing._retain_pool(pool, device)
-        with original(pool, device) as value:
-            yield value
+        entered.append(pool)
+        try:
+            with original(pool, device) as value:
+                yield value
+        finally:
+            entered.pop()
 
     functools.update_wrapper(use_mem_pool, original)
     _USE_MEM_POOL.update(torch=original, engine=use_mem_pool)
@@ -814,7 +888,15 @@ def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
 def _unwatch_pools_entered(torch: Any, key: tuple[int, int]) -> None:
     """The capture registered under ``key`` is over; the last one puts torch's ``use_mem_pool`` back."""
     _CAPTURING.pop(key, None)
-    if _CAPTURING or "torch" not in _USE_MEM_POOL:
+    if _CAPTURING:
+        return
+    if "cls" in _MEMPOOL_DEL:
+        cls, had, original_del = _MEMPOOL_DEL.pop("cls"), _MEMPOOL_DEL.pop("had"), _MEMPOOL_DEL.pop("del")
+        if had:
+            setattr(cls, "__del__", original_del)  # noqa: B010
+        else:
+            delattr(cls, "__del__")
+    if "torch" not in _USE_MEM_POOL:
         return
     original, stand_in = _USE_MEM_POOL.pop("torch"), _USE_MEM_POOL.pop("engine")
     mem = torch.cuda.memory
