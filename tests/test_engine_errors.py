@@ -485,6 +485,14 @@ def test_the_same_mempool_nested_during_a_capture_is_refused_without_a_lost_use(
     g.capture_end()
     g.reset()
     assert side.use_count() == 1
+    mine = AllocPool(alloc, (0, 11))
+    g.capture_begin(pool=mine)
+    with pytest.raises(RuntimeError, match="the pool of a capture underway"):
+        with torch.cuda.use_mem_pool(mine):
+            pass
+    g.capture_end()
+    g.reset()
+    assert mine.use_count() == 1
 
 
 def test_capture_begin_on_a_stream_already_capturing_is_refused_before_torch_sees_it():

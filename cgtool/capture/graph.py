@@ -837,6 +837,11 @@ def _graph_capturing_here(torch: Any) -> "Graph | None":
     return None if ref is None else ref()
 
 
+def _graphs_capturing() -> list["Graph"]:
+    """The engine graphs whose capture is underway (in any thread)."""
+    return [g for g in (ref() for ref in list(_CAPTURING.values())) if g is not None]
+
+
 def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
     """Register ``g``'s capture on the current stream; while any engine capture is underway,
     ``torch.cuda.use_mem_pool`` is a stand-in that makes the capturing graph retain the pool
@@ -859,6 +864,14 @@ def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
     @contextlib.contextmanager
     def use_mem_pool(pool: Any, device: Any = None) -> Iterator[Any]:
         entered = _ENTERED.__dict__.setdefault("pools", [])
+        pool_id = tuple(getattr(pool, "id", ()))
+        capture_pools = [tuple(g._capture_pool[1]) for g in _graphs_capturing() if g._capture_pool is not None]
+        if pool_id in capture_pools:
+            raise GraphUsageError(
+                "use_mem_pool: this MemPool is the pool of a capture underway (capture_begin(pool=...)): "
+                "what the capture allocates goes there already. torch 2.11 would count one more use of "
+                "it and never give it back. Allocate without use_mem_pool, or use another MemPool."
+            )
         if any(p is pool for p in entered):
             # torch 2.11 counts one more use of the pool before it refuses ("already recording to
             # mempool_id") and never gives it back: the pool would never be freed.

@@ -633,6 +633,7 @@ def worker_loop(backend_name: str, conn: Any, logpath: str) -> None:
     _to_log(logpath)
     backend = make_backend(backend_name, Path(tempfile.mkdtemp(prefix="engine_states_")))
     backend.start()
+    gc.freeze()  # torch's own objects out of every later collection: gc.collect() in a sequence is cheap
     conn.send({"ready": True})
     while True:
         try:
@@ -657,6 +658,7 @@ def program_child(backend_name: str, program: Program, logpath: str) -> None:
     _to_log(logpath)
     backend = make_backend(backend_name, Path(tempfile.mkdtemp(prefix="engine_states_")))
     backend.start()
+    gc.freeze()
     for seq in program:
         if run_sequence(backend, seq)["status"] == "broken":
             os._exit(3)
