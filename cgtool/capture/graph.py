@@ -36,8 +36,13 @@ instantiate                     torch's; by the user only with ``keep_graph=True
                                 ``capture_end_pre`` and ``capture_end_post`` (else RuntimeError, as
                                 torch). Global, then per-graph hooks fire after each (re-)instantiation.
 replay                          checks input liveness first when asked; instantiates on first use.
-reset                           also releases the memory pool of a failed capture (torch 2.11 keeps it)
-                                and the pools retained by ``pools()``.
+capture_end (failed)            torch 2.11 raises and leaves allocation routed to the pool, the pool's
+                                use counted and the RNG generator in capture mode; the engine ends all
+                                three at once (else empty_cache frees nothing, the next MemPool
+                                destructor aborts the process, eager CUDA RNG raises). Refused on a
+                                stream other than the capture's (torch would raise mid-way).
+reset                           releases the pools retained by ``pools()``; during a capture, ends it
+                                on its stream first (torch 2.11 leaves the stream capturing).
 raw_cuda_graph, debug_dump      without a template: RuntimeError "No cudaGraph_t is available ..."
                                 (upstream main's words), then torch 2.11's ("You cannot access the raw
                                 cudaGraph_t instance unless ... keep_graph=true"), then cgtool's advice.
@@ -48,12 +53,19 @@ get_graph_data                  torch 2.13 has it but needs a 13.1 driver; here 
                                 for the hooks of one instantiation (one object), fresh afterwards.
                                 Child-graph and conditional nodes are one top-level node each, with a
                                 UserWarning naming the kind; batch memory-op nodes are ``batch_mem_op``.
-pools                           upstream main (PR #187929): the capture pool, then every pool that
+pools                           a list (seed 000; upstream main returns a tuple). Upstream main
+                                (PR #187929): the capture pool, then every pool that
                                 ``torch.cuda.use_mem_pool`` made current during the capture; each is
                                 retained (one more use, its MemPool kept) until ``reset()``. torch <= 2.13
                                 has one pool per graph: while an engine capture is underway,
                                 ``torch.cuda.use_mem_pool`` is a stand-in that tells the engine (code
-                                holding its own reference to torch's function bypasses it).
+                                holding its own reference to torch's function bypasses it). The same
+                                MemPool nested, or the capture's own pool, is refused (torch 2.11
+                                counts a use it never gives back); a MemPool dropped during a capture
+                                is destroyed when the last engine capture ends (torch 2.11's MemPool
+                                destructor aborts while a capture is underway).
+(dropped graph)                 a graph dropped mid-capture ends its capture (torch 2.11 leaves the
+                                stream capturing for good).
 =============================== ======================================================================
 
 Not here: ``torch.cuda.Stream.is_capturing()`` (upstream main; a method of torch's stream class,
@@ -224,7 +236,6 @@ class Graph:
         self._tracker: LivenessTracker | None = None
         self._capture_pool: tuple[int, Any] | None = None  # (device, pool id) of the capture underway
         self._capture_stream: Any = None  # the torch stream the capture began on, while it runs
-        self._torch_graph_failed = False  # torch's capture_end raised: self._g is replaced, not reset
         self._caching_graph_data = False
         self._graph_data_cache: dict[str, Any] | None = None
         self.capture_s: float | None = None
@@ -386,14 +397,14 @@ class Graph:
         order: the stream stops capturing (if torch's call did not get that far), allocation to the
         pool ends, the capture's use of the pool is given back (so ``empty_cache()`` can free its
         blocks once their tensors are gone), and the default generator leaves capture mode (else
-        every eager CUDA RNG call raises "Offset increment outside graph capture"). Before the
+        every eager CUDA RNG call raises "Offset increment outside graph capture"), and torch's
+        graph is replaced by a fresh one (see ``_retire_torch_graph``). Before the
         routing ended, ``torch.cuda.empty_cache()`` released nothing and the destructor of any
         ``torch.cuda.MemPool`` aborted the process (``captures_underway.empty()`` INTERNAL ASSERT in
         the allocator's ``synchronize_and_free_events``, measured on torch 2.11 alone as well).
         """
         self._stop_tracking(drop=True)
         torch = self._torch
-        self._torch_graph_failed = True
         self._state = GraphState.ABORTED
         if self._capture_stream is not None:
             _end_stream_capture(torch, self._capture_stream)
@@ -403,6 +414,7 @@ class Graph:
             _release_pool(torch, device, pool_id)
         self._capture_stream = None
         _leave_rng_capture_mode(torch)
+        self._retire_torch_graph()
         _release_parked_pools()
 
     def _failed_begin(self, device: int, pool_id: Any, e: Exception) -> None:
@@ -432,7 +444,6 @@ class Graph:
         nothing to undo there; its destructor takes it out of the RNG generator's graphs). Its
         allocator routing, which holds a pointer to it, was ended when the capture failed."""
         self._g = torch_originals(self._torch)["CUDAGraph"](keep_graph=True)
-        self._torch_graph_failed = False
 
     def _abandon_capture(self) -> None:
         """End a capture nobody will finish (``reset()`` during it, or the graph dropped mid-capture)."""
@@ -501,16 +512,13 @@ class Graph:
         """Delete the graph held by this instance; it can capture again.
 
         During a capture, the capture is ended and thrown away first. After a failed capture the
-        pool was already given back when the capture failed; torch's graph is replaced, not reset.
+        pool was already given back, and torch's graph replaced, when the capture failed.
         """
         self._abandon_capture()
         self._stop_tracking(drop=True)
         try:
-            if self._torch_graph_failed:
-                self._retire_torch_graph()
-            else:
-                self._g.reset()
-                self._g = torch_originals(self._torch)["CUDAGraph"](keep_graph=True)
+            self._g.reset()
+            self._g = torch_originals(self._torch)["CUDAGraph"](keep_graph=True)
         finally:
             self._state = GraphState.NEW
             self._template_live = False
