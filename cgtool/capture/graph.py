@@ -862,8 +862,13 @@ def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
     _CAPTURING[key] = weakref.ref(g)
     cls = getattr(torch.cuda, "MemPool", None)
     if cls is not None and "cls" not in _MEMPOOL_DEL and isinstance(cls, type):
-        _MEMPOOL_DEL.update(cls=cls, had="__del__" in cls.__dict__, **{"del": cls.__dict__.get("__del__")})
-        setattr(cls, "__del__", _park_mempool)  # noqa: B010 (a class attribute mypy cannot see)
+        had, own = "__del__" in cls.__dict__, cls.__dict__.get("__del__")
+        try:
+            setattr(cls, "__del__", _park_mempool)  # noqa: B010 (a class attribute mypy cannot see)
+        except (TypeError, AttributeError):
+            pass  # a class that takes no attribute: its pools are destroyed as on torch alone
+        else:
+            _MEMPOOL_DEL.update(cls=cls, had=had, **{"del": own})
     mem: Any = getattr(torch.cuda, "memory", None)
     original = getattr(mem, "use_mem_pool", None)
     if "torch" in _USE_MEM_POOL or original is None:
