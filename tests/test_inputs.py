@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from cgtool.inspect.figures import Figures
 from cgtool.inspect.inputs import ACCEPTS, InputKind, identify
-from cgtool.inspect.results import Lane, MatchKind
+from cgtool.inspect.results import Figures, Lane, MatchKind
 from cgtool.report import words
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
-from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, Sequence
 
-from cgtool.artifacts.chrome import TRACE_SCHEMA_VERSION, build_trace
+from cgtool.artifacts.chrome import TRACE_SCHEMA_VERSION, TraceSummary, build_trace
 from cgtool.artifacts.jsonio import is_stdout, load_json, write_json
 from cgtool.capture._deps import optional_cupti, require_cuda
 from cgtool.capture.child import child_main, raise_error, run_child
@@ -29,28 +28,6 @@ class Profiler(str, Enum):
 
     CUPTI = "cupti"  # cupti-python: node ids and hardware channels
     TORCH = "torch"  # torch.profiler (Kineto): no channels; no node ids before PyTorch 2.13
-
-
-@dataclass(frozen=True)
-class TraceSummary:
-    """What ``record_trace`` wrote: counts for the command's one-line report."""
-
-    path: str
-    collector: str
-    gpu_events: int
-    graphs: int
-    exec_graph_ids: list[int]
-    channels: list[int]
-    dropped: int
-    has_node_ids: bool
-    rank: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "TraceSummary":
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
 
 
 #: Untraced replays timed before tracing, to measure what the tracer adds (at least this many).

@@ -14,10 +14,12 @@ from typing import Sequence
 
 from cgtool.artifacts.bench import BenchResults
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
+from cgtool.artifacts.recording import is_recording
 from cgtool.errors import InvalidInputError, UsageError
 from cgtool.inspect import DEFAULT_TOLERANCE_US
 from cgtool.inspect.benchstats import Judgement, compare_results
 from cgtool.inspect.inputs import InputKind, Resolved, resolve
+from cgtool.inspect.record_summary import RecordSummary, summarize
 from cgtool.inspect.views import Analyses, GraphView, Replay, graph_view
 
 __all__ = ["BenchView", "Gathered", "GraphView", "Replay", "gather", "graph_view"]
@@ -37,6 +39,8 @@ class Gathered:
     graphs: list[GraphView] = field(default_factory=list)
     bench: list[BenchView] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: what each `cgtool record` folder given says (its path as given), from the one reading of it
+    recordings: list[tuple[str, RecordSummary]] = field(default_factory=list)
 
 
 def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us: float = DEFAULT_TOLERANCE_US,
@@ -56,6 +60,8 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
     failed: dict[int, str] = {}
     for r in resolved:
         out.notes += r.notes
+        if r.recording is not None and is_recording(r.path):
+            out.recordings.append((str(r.path), summarize(r.recording)))
         for ts in r.traces:
             if not ts.graphs:
                 continue

@@ -15,7 +15,7 @@ import math
 from importlib import resources
 from typing import Any, Sequence
 
-from cgtool import __version__
+from cgtool._version import __version__
 from cgtool.artifacts.bench import WorkloadResult
 from cgtool.artifacts.names import demangle, short_name
 from cgtool.inspect.gather import BenchView, Gathered
