@@ -38,11 +38,11 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 HERE = Path(__file__).resolve()
@@ -795,7 +795,7 @@ def run_all(backends: list[str], seeds: list[int], workers: int, timeout: float,
                     how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
                     retire(w, "died", how + ("" if w.ready else " (before it was ready)"))
         now = time.monotonic()
-        for w in list(pool):
+        for w in pool:
             if now > w.deadline and (w.job is not None or not w.ready):
                 w.proc.kill()
                 w.proc.join()
@@ -841,7 +841,7 @@ def shrink_killers(killers: list[dict[str, Any]], backend: str, logdir: Path, ti
     for k in todo:
         want = k["status"]
 
-        def kills(program: Program) -> bool:
+        def kills(program: Program, want: str = want) -> bool:
             if time.monotonic() > stop:
                 raise TimeoutError
             end, code = ends(program)
@@ -857,7 +857,7 @@ def shrink_killers(killers: list[dict[str, Any]], backend: str, logdir: Path, ti
         if reproduced:
             best = [small]
 
-            def tracked(program: Program) -> bool:
+            def tracked(program: Program, best: list[Program] = best) -> bool:
                 hit = kills(program)
                 if hit:
                     best[0] = program
