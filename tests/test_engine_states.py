@@ -82,6 +82,14 @@ def test_shrink_keeps_the_program_when_nothing_can_go_and_respects_the_budget():
     assert attempts == 5 and _kills(small) and len(small[0]) == 42 - 5
 
 
+def test_workers_per_backend():
+    assert es.parse_workers("6", ["cgtool", "torch"]) == {"cgtool": 6, "torch": 6}
+    assert es.parse_workers("cgtool=5,torch=9", ["cgtool", "torch"]) == {"cgtool": 5, "torch": 9}
+    assert es.parse_workers("torch=9", ["cgtool", "torch"]) == {"cgtool": 9, "torch": 9}
+    with pytest.raises(SystemExit, match="fake"):
+        es.parse_workers("fake=2", ["cgtool"])
+
+
 def test_tally_and_table_recount_the_records():
     records = [
         {"status": "ok", "leaked_bytes": 0, "errors": [{"type": "RuntimeError", "missing_api": False}]},

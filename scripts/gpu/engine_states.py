@@ -17,12 +17,12 @@ replaced; the sequences it ran are then shrunk, by deletion, to the shortest pro
 kills a fresh process (each attempt in a child forked from a process that imported torch but has
 not touched CUDA, so an attempt costs a CUDA context, not an import).
 
-    python3 scripts/gpu/engine_states.py --sequences 2000 --workers 6 --json OUT.json
+    python3 scripts/gpu/engine_states.py --sequences 2000 --workers cgtool=5,torch=9 --json OUT.json
     python3 scripts/gpu/engine_states.py --backends fake ...   # no GPU: the fake backend (tests)
 
 Prints one table (sequences, deaths, hangs, broken processes, leaks, Python errors per backend) and
-writes every sequence's result to ``--json``. Exit status 0 when cgtool had no death, hang, broken
-process or leak, 1 otherwise. The generator, the shrinker and the table are plain Python; the fake
+writes every sequence's result to ``--json``. Exit status 0 when cgtool (else the first backend) had
+no death, hang, broken process or leak and ran every sequence, 1 otherwise. The generator, the shrinker and the table are plain Python; the fake
 backend (``FakeBackend``) lets tests run the whole machinery without torch.
 """
 
@@ -697,7 +697,7 @@ class Worker:
             return ""
 
 
-def run_all(backends: list[str], seeds: list[int], workers: int, timeout: float, logdir: Path,
+def run_all(backends: list[str], seeds: list[int], workers: int | dict[str, int], timeout: float, logdir: Path,
             n_ops: tuple[int, int] = (3, 16), seconds: float = 1e9, startup_timeout: float = 120.0,
             progress: float = 15.0) -> dict[str, Any]:
     """Run every seed's sequence on every backend; per backend the results and the killing programs.
@@ -767,7 +767,7 @@ def run_all(backends: list[str], seeds: list[int], workers: int, timeout: float,
             feed(w)
 
     for b in backends:
-        for _ in range(min(workers, len(seeds))):
+        for _ in range(min(workers if isinstance(workers, int) else workers[b], len(seeds))):
             spawn(b)
     next_report = time.monotonic() + progress
     while pool:
@@ -874,12 +874,26 @@ def shrink_killers(killers: list[dict[str, Any]], backend: str, logdir: Path, ti
     return out
 
 
+def parse_workers(spec: str, backends: list[str]) -> dict[str, int]:
+    """``N`` (every backend) or ``name=N,...`` (a backend not named gets the first number given)."""
+    if "=" not in spec:
+        return {b: int(spec) for b in backends}
+    given = {k.strip(): int(v) for k, v in (part.split("=", 1) for part in spec.split(",") if part.strip())}
+    unknown = set(given) - set(backends)
+    if unknown:
+        raise SystemExit(f"--workers names {sorted(unknown)}, which --backends does not run ({backends})")
+    first = next(iter(given.values()))
+    return {b: given.get(b, first) for b in backends}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--backends", default="cgtool,torch", help="comma list of cgtool, torch, fake")
     ap.add_argument("--sequences", type=int, default=2000, help="sequences per backend")
     ap.add_argument("--seed", type=int, default=0, help="first seed (sequence i has seed SEED+i)")
-    ap.add_argument("--workers", type=int, default=6, help="worker processes per backend")
+    ap.add_argument("--workers", default="6",
+                    help="worker processes per backend: N, or per backend as cgtool=5,torch=9 (a backend "
+                    "whose workers die often needs more to run as many sequences)")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds a sequence may take before it counts as a hang")
     ap.add_argument("--min-ops", type=int, default=3)
     ap.add_argument("--max-ops", type=int, default=16)
@@ -896,7 +910,8 @@ def main(argv: list[str] | None = None) -> int:
     logdir = args.logs or Path(tempfile.mkdtemp(prefix="engine_states_logs_"))
     seeds = list(range(args.seed, args.seed + args.sequences))
     t0 = time.perf_counter()
-    run = run_all(backends, seeds, args.workers, args.timeout, logdir, (args.min_ops, args.max_ops), args.seconds)
+    workers = parse_workers(args.workers, backends)
+    run = run_all(backends, seeds, workers, args.timeout, logdir, (args.min_ops, args.max_ops), args.seconds)
     t_run = time.perf_counter() - t0
     with ThreadPoolExecutor(len(backends)) as ex:  # each backend's shrinking in its own children
         futs = {b: ex.submit(shrink_killers, run["killers"][b], b, logdir, args.shrink_timeout, args.shrink,
@@ -905,8 +920,8 @@ def main(argv: list[str] | None = None) -> int:
     tallies = {b: tally(run["results"][b]) for b in backends}
     table = render_table(tallies)
     print(table)
-    print(f"\n{len(seeds)} sequences per backend (seeds {seeds[0]}..{seeds[-1]}), {args.workers} workers per "
-          f"backend, {t_run:.1f} s; shrinking {time.perf_counter() - t0 - t_run:.1f} s; not run (--seconds): "
+    print(f"\n{len(seeds)} sequences per backend (seeds {seeds[0]}..{seeds[-1]}), workers "
+          + ", ".join(f"{b} {n}" for b, n in workers.items()) + f", {t_run:.1f} s; shrinking {time.perf_counter() - t0 - t_run:.1f} s; not run (--seconds): "
           + ", ".join(f"{b} {run['not_run'][b]}" for b in backends)
           + "; workers started: " + ", ".join(f"{b} {run['workers_started'][b]}" for b in backends))
     for b in backends:
@@ -919,7 +934,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
-            "backends": backends, "seeds": [seeds[0], seeds[-1]], "workers": args.workers,
+            "backends": backends, "seeds": [seeds[0], seeds[-1]], "workers": workers,
             "timeout_s": args.timeout, "ops": [args.min_ops, args.max_ops], "run_seconds": round(t_run, 1),
             "tallies": {b: vars(t) for b, t in tallies.items()}, "table": table,
             "not_run": run["not_run"], "workers_started": run["workers_started"],

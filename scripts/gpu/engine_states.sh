@@ -5,8 +5,12 @@
 #
 #   bash scripts/gpu/engine_states.sh OUTDIR [SEQUENCES] [WORKERS] [SHRINK_SECONDS] [RUN_SECONDS]
 #
-# SEQUENCES per backend (default 2000), WORKERS per backend (default 6; both backends run at once).
-# About 3 minutes on one H100 for 2000 + 2000 sequences. Writes OUTDIR/engine_states.log,
+# SEQUENCES per backend (default 2000); WORKERS: N per backend, or cgtool=N,torch=M (default
+# cgtool=5,torch=9: torch's workers die often, and a replaced worker costs a CUDA context; both
+# backends run at once); SHRINK_SECONDS (default 90) for shrinking the killers; RUN_SECONDS (default
+# 240): no new sequence starts after it, those left are reported as not run. On one H100 (torch 2.11)
+# 130 s ran 1153 engine and 814 torch sequences with 6 workers each (docs/engine.md). Writes
+# OUTDIR/engine_states.log,
 # OUTDIR/engine_states.json (every sequence's result, the killing programs and their shrunk form)
 # and OUTDIR/engine_states_logs.tgz (each worker's stderr). Exit status: that of engine_states.py
 # (0: no death, hang, broken process or leak for the engine).
@@ -15,7 +19,7 @@ OUT=${1:?usage: bash scripts/gpu/engine_states.sh OUTDIR [SEQUENCES] [WORKERS] [
 N=${2:-2000}
 SHRINK_S=${4:-90}
 RUN_S=${5:-240}
-W=${3:-6}
+W=${3:-cgtool=5,torch=9}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 LOGS=$(mktemp -d)
 export PYTHONUNBUFFERED=1
