@@ -33,6 +33,7 @@ class FakeAllocator:
         self.use_count = {}
         self.recording = []  # pool ids allocation is routed to, as torch's captures_underway
         self.freed = []  # pools whose use count reached 0
+        self.aborts = []  # (pool, routing) for each MemPool destroyed while allocation was routed
 
     def incref(self, pool):
         self.use_count[pool] = self.use_count.get(pool, 0) + 1
@@ -432,6 +433,130 @@ def test_a_mempool_dropped_during_a_capture_is_destroyed_after_it(monkeypatch):
     q = AllocPool(alloc, (0, 43))
     del q
     assert alloc.freed[-1] == (0, 43)  # outside any capture: destroyed at once
+
+
+class _NativeMemPool:
+    """The C++ half of :class:`DtorPool`: its ``__del__`` runs when the pool object is deallocated,
+    finalizer or not, as torch 2.11's ``MemPool::~MemPool`` does (a reference cycle aside: gc may
+    run a member's finalizer early, so the cycle test counts live pools instead)."""
+
+    def __init__(self, allocator, pool_id):
+        self.allocator, self.id = allocator, pool_id
+
+    def __del__(self):
+        # torch 2.11: emptyCache(pool) -> synchronize_and_free_events ->
+        # TORCH_INTERNAL_ASSERT(captures_underway.empty()), thrown from a destructor: the process aborts
+        if self.allocator.recording:
+            self.allocator.aborts.append((self.id, list(self.allocator.recording)))
+        self.allocator.release(0, self.id)
+
+
+class DtorPool:
+    """torch 2.11's ``torch.cuda.MemPool``: no ``__del__``; its C++ destructor releases the pool and
+    aborts the process while any capture routes allocations (recorded in ``allocator.aborts``)."""
+
+    def __init__(self, allocator, pool_id):
+        self.id = pool_id
+        allocator.incref(pool_id)
+        self._native = _NativeMemPool(allocator, pool_id)
+
+
+def torch_with_dtor_pools(monkeypatch):
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    torch.cuda.MemPool = DtorPool
+    return torch, alloc
+
+
+def test_a_mempool_let_go_by_reset_during_another_capture_lives_until_it_ends(monkeypatch):
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    a, b = make(torch=torch), make(torch=torch)
+    mp = DtorPool(alloc, (0, 60))
+    b.capture_begin(pool=mp)
+    b.capture_end()
+    a.capture_begin()
+    del mp
+    b.reset()  # b held the last reference, while a's capture routes allocations
+    assert alloc.aborts == [] and alloc.use_count[(0, 60)] == 1 and (0, 60) not in alloc.freed
+    a.capture_end()
+    assert alloc.aborts == [] and (0, 60) in alloc.freed  # destroyed once no capture is underway
+    assert eng._HELD == [] and eng._PARKED == [] and eng._FINALIZED == []
+
+
+def test_a_mempool_dying_while_a_failed_capture_is_cleaned_up_is_parked(monkeypatch):
+    # torch 2.11's capture_end raises and leaves the allocation routed to the pool; until the engine
+    # ends that routing, a MemPool whose last reference goes (gc, another thread) must not be destroyed.
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    g = make(torch=torch, fail_end=True)
+    box = [DtorPool(alloc, (0, 80))]
+    real = eng._end_stream_capture
+
+    def end_stream_capture_and_drop_a_pool(torch_, stream):
+        assert alloc.recording == [(0, 1)]  # the failed capture still routes allocations
+        box.clear()
+        real(torch_, stream)
+
+    monkeypatch.setattr(eng, "_end_stream_capture", end_stream_capture_and_drop_a_pool)
+    g.capture_begin()
+    with pytest.raises(RuntimeError, match="previous error during capture"):
+        g.capture_end()
+    assert box == [] and alloc.aborts == [] and alloc.recording == []
+    assert (0, 80) in alloc.freed  # destroyed, after the routing ended
+
+
+def _live(cls):
+    return sum(type(o) is cls for o in gc.get_objects())
+
+
+class CyclePool:
+    id = (0, 70)
+
+
+def test_a_parked_mempool_in_a_cycle_never_dies_during_a_later_capture(monkeypatch):
+    # A finalizer runs once per object (PEP 442): a MemPool parked by the engine's __del__ and let go
+    # while a reference cycle still holds it would be destroyed by a later gc without any __del__,
+    # possibly during a later capture (torch 2.11's destructor then aborts the process).
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    torch.cuda.MemPool = CyclePool
+    a, b = make(torch=torch), make(torch=torch)
+    a.capture_begin()
+    p = CyclePool()
+    p.me = p
+    del p
+    gc.collect()  # during a: the engine's __del__ parks it (finalized once)
+    assert _live(CyclePool) == 1
+    a.capture_end()
+    alive_after_a = _live(CyclePool)
+    b.capture_begin()
+    gc.collect()
+    assert alloc.recording == [(0, 1)]
+    assert _live(CyclePool) == alive_after_a  # not destroyed during b
+    b.capture_end()
+    gc.collect()
+    assert _live(CyclePool) == 0 and eng._FINALIZED == []
+
+
+def test_the_shrunk_killer_on_fakes_destroys_every_pool_outside_captures(monkeypatch):
+    # engine_states.py on the H200 (seed 731, shrunk): a `graph` capture into MemPool p whose end fails
+    # (a forked stream never joined), a global capture into p on the other graph, replay and reset
+    # of the failed graph, then the harness's cleanup (end, reset, drop everything, gc).
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    g1, g0 = make(torch=torch, fail_end=True), make(torch=torch)
+    pools = [DtorPool(alloc, (0, 90))]
+    g1.capture_begin(pool=pools[0], capture_error_mode="thread_local")
+    with pytest.raises(RuntimeError):
+        g1.capture_end()
+    g0.capture_begin(pool=pools[0], capture_error_mode="global")
+    with pytest.raises(RuntimeError, match="reset"):
+        g1.replay()
+    g1.reset()
+    g0.capture_end()
+    g0.reset()
+    g1.reset()
+    pools.clear()
+    del g0, g1
+    gc.collect()
+    assert alloc.aborts == [] and alloc.recording == []
+    assert alloc.use_count[(0, 90)] == 0 and (0, 90) in alloc.freed  # every use given back: no leak
 
 
 def test_a_graph_dropped_mid_capture_ends_its_capture(monkeypatch):

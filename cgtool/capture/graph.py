@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import pickle
 import threading
 import time
@@ -319,15 +320,21 @@ class Graph:
                 self._abort_capture()  # never leave the stream capturing behind an error
                 raise
 
-    def _stop_tracking(self, *, drop: bool) -> None:
-        """The capture is over (ended, failed or abandoned): stop recording inputs and pools entered."""
-        if self._capture_key is not None:
-            _unwatch_pools_entered(self._torch, self._capture_key)
-            self._capture_key = None
+    def _stop_tracker(self, *, drop: bool) -> None:
+        """The capture is ending (ended, failed or abandoned): stop recording its inputs."""
         if self._tracker is not None:
             self._tracker.stop()
             if drop:
                 self._tracker = None
+
+    def _unwatch(self) -> None:
+        """The capture is over and torch routes no more allocations to its pool: it leaves the
+        registry of captures underway (the last one puts torch's ``use_mem_pool`` and MemPool
+        destructor back). Called only after that routing ended: until then a MemPool dropped here
+        (by gc, by another thread) is parked, since its destructor would abort the process."""
+        if self._capture_key is not None:
+            _unwatch_pools_entered(self._torch, self._capture_key)
+            self._capture_key = None
 
     def capture_end_pre(self) -> None:
         """End capture but leave the cudaGraph_t live; capture-end hooks fire here, in order."""
@@ -344,12 +351,13 @@ class Graph:
                 "`with torch.cuda.stream(s):` of the stream capture_begin() was called on (or reset() "
                 "to abandon the capture)."
             )
-        self._stop_tracking(drop=False)
+        self._stop_tracker(drop=False)
         try:
             self._g.capture_end()  # keep_graph=True underneath: ends capture, does not instantiate
         except Exception:
             self._abort_failed_capture()
             raise
+        self._unwatch()
         _release_parked_pools()
         self.capture_s = time.perf_counter() - self._t_begin
         self._state = GraphState.CAPTURED
@@ -380,12 +388,13 @@ class Graph:
         """End a capture that the caller's code broke off (an exception in the capture body)."""
         if self._state is not GraphState.CAPTURING:
             return
-        self._stop_tracking(drop=True)
+        self._stop_tracker(drop=True)
         try:
             self._g.capture_end()
         except Exception:
             self._abort_failed_capture()  # the caller's exception matters more than this one
             return
+        self._unwatch()
         self._state = GraphState.ABORTED
         _release_parked_pools()
 
@@ -403,7 +412,7 @@ class Graph:
         ``torch.cuda.MemPool`` aborted the process (``captures_underway.empty()`` INTERNAL ASSERT in
         the allocator's ``synchronize_and_free_events``, measured on torch 2.11 alone as well).
         """
-        self._stop_tracking(drop=True)
+        self._stop_tracker(drop=True)
         torch = self._torch
         self._state = GraphState.ABORTED
         if self._capture_stream is not None:
@@ -413,6 +422,7 @@ class Graph:
             _end_allocate_to_pool(torch, device, pool_id)
             _release_pool(torch, device, pool_id)
         self._capture_stream = None
+        self._unwatch()  # only now: until the routing ended, a MemPool destructor would abort
         _leave_rng_capture_mode(torch)
         self._retire_torch_graph()
         _release_parked_pools()
@@ -450,13 +460,14 @@ class Graph:
         if self._state is not GraphState.CAPTURING:
             return
         torch = self._torch
-        self._stop_tracking(drop=True)
+        self._stop_tracker(drop=True)
         try:
             with torch.cuda.stream(self._capture_stream):
                 self._g.capture_end()
         except Exception:
             self._abort_failed_capture()
             return
+        self._unwatch()
         self._state = GraphState.ABORTED
         _release_parked_pools()
 
@@ -515,7 +526,8 @@ class Graph:
         pool was already given back, and torch's graph replaced, when the capture failed.
         """
         self._abandon_capture()
-        self._stop_tracking(drop=True)
+        self._stop_tracker(drop=True)
+        self._unwatch()
         try:
             self._g.reset()
             self._g = torch_originals(self._torch)["CUDAGraph"](keep_graph=True)
@@ -529,7 +541,7 @@ class Graph:
             for device, pool_id in refs:
                 _release_pool(self._torch, device, pool_id)
             self._pools.clear()
-            self._mempools.clear()
+            _let_go(self._mempools)  # held while any engine capture is underway
 
     def __del__(self) -> None:
         # A capture still underway is ended (torch 2.11 would leave the stream capturing for good).
@@ -548,6 +560,7 @@ class Graph:
                 except Exception:  # a destructor, possibly at interpreter exit: never raise
                     pass
             refs.clear()
+        _let_go(getattr(self, "_mempools", None))  # another capture may be underway: held till it ends
 
     # ------------------------------------------------------------------ pools and raw handles
     def pool(self) -> Any:
@@ -741,19 +754,32 @@ def _leave_rng_capture_mode(torch: Any) -> None:
     """
     if _CAPTURING or not hasattr(torch.cuda, "Stream"):
         return
+    collecting = gc.isenabled()
+    gc.disable()  # no cycle (a MemPool in one) is destroyed while this capture routes allocations
     try:
         dev = int(torch.cuda.current_device())
         if dev not in _RNG_RESET:
             _RNG_RESET[dev] = torch.cuda.Stream()
+        stream, pool = _RNG_RESET[dev], torch_originals(torch)["graph_pool_handle"]()
         g = torch_originals(torch)["CUDAGraph"](keep_graph=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "The CUDA Graph is empty"
-            with torch.cuda.stream(_RNG_RESET[dev]):
-                g.capture_begin(capture_error_mode="relaxed")
-                g.capture_end()
+            with torch.cuda.stream(stream):
+                try:
+                    g.capture_begin(pool, capture_error_mode="relaxed")
+                    g.capture_end()
+                except Exception:
+                    # Left routed to its pool, every later MemPool destructor would abort.
+                    _end_stream_capture(torch, stream)
+                    _end_allocate_to_pool(torch, dev, pool)
+                    _release_pool(torch, dev, pool)
+                    raise
         g.reset()
     except Exception:
         pass  # as on torch alone: the next successful capture ends capture mode
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _release_pool(torch: Any, device: int, pool_id: Any) -> None:
@@ -794,8 +820,15 @@ _USE_MEM_POOL: dict[str, Any] = {}
 #: While a capture is underway: torch's MemPool class and the ``__del__`` it had (None: none).
 _MEMPOOL_DEL: dict[str, Any] = {}
 #: MemPools dropped while an engine capture was underway (with their class's own ``__del__``),
-#: destroyed when the last one ends.
+#: destroyed when the last one ends. Their finalizer has run (PEP 442: once per object).
 _PARKED: list[tuple[Any, Any]] = []
+#: MemPools the engine let go of (``reset()``, a graph destroyed) while an engine capture was
+#: underway: held, so that none dies there, and let go when the last capture ends.
+_HELD: list[Any] = []
+#: Parked MemPools still alive after they were let go (something else holds them): their
+#: finalizer has run, so no ``__del__`` would park them again, and their destructor would run
+#: wherever their last reference goes -- held here instead, and let go at each capture's end.
+_FINALIZED: list[Any] = []
 #: Per thread: the MemPools entered through the stand-in and not yet left.
 _ENTERED = threading.local()
 
@@ -815,15 +848,56 @@ def _park_mempool(pool: Any) -> None:
         original(pool)
 
 
+def _let_go(pools: "list[Any] | None") -> None:
+    """The engine drops its references to the MemPools in ``pools`` (the list is emptied).
+
+    While an engine capture is underway they are held in ``_HELD`` instead: the reference dropped
+    may be the last one, and a finalizer is not a safe net (an object runs it once; a pool
+    parked before dies later without it).
+    """
+    if not pools:
+        return
+    if _CAPTURING:
+        _HELD.extend(pools)
+    pools.clear()
+
+
 def _release_parked_pools() -> None:
-    """Destroy the MemPools dropped during engine captures, once none is underway."""
-    if not _CAPTURING and _PARKED:
-        parked = list(_PARKED)
-        _PARKED.clear()
-        for pool, original in parked:
-            if original is not None:  # a finalizer runs once: run the class's own now
-                original(pool)
-        del parked, pool
+    """Once no engine capture is underway, let go of every MemPool held or parked during one.
+
+    A parked pool (finalized once) still referenced after that -- a reference cycle, or a holder
+    the engine does not know -- would later die without a finalizer, possibly during a capture:
+    cycles are collected here at once (``gc.collect``, only when such a pool exists), and a pool
+    that is still alive is held again until the next capture ends.
+    """
+    if _CAPTURING or not (_PARKED or _HELD or _FINALIZED):
+        return
+    parked = list(_PARKED)
+    _PARKED.clear()
+    for entry in parked:
+        if entry[1] is not None:  # a finalizer runs once: run the class's own now
+            entry[1](entry[0])
+    if parked:
+        del entry  # no reference of this frame may outlive the release
+    fresh = _weak_refs(pool for pool, _ in parked)
+    older = _weak_refs(_FINALIZED)
+    _FINALIZED.clear()
+    _HELD.clear()  # never finalized: if one dies during a later capture, its finalizer parks it
+    del parked
+    if any(r() is not None for r in fresh):
+        gc.collect()  # no capture is underway: a cycle holding a just-parked pool dies now
+    _FINALIZED.extend(p for p in (r() for r in fresh + older) if p is not None)
+
+
+def _weak_refs(objs: Any) -> "list[weakref.ref[Any]]":
+    """Weak references to ``objs`` (those that take none die with their last reference, as before)."""
+    refs = []
+    for obj in objs:
+        try:
+            refs.append(weakref.ref(obj))
+        except TypeError:
+            pass
+    return refs
 
 
 def _stream_key(torch: Any) -> tuple[int, int]:
