@@ -106,6 +106,19 @@ def test_tally_and_table_recount_the_records():
     assert row.split("|")[1].strip() == "1" and row.split("|")[2].strip() == "0"
 
 
+def test_bytes_the_check_leaves_cached_are_no_sequence_s_leak():
+    # The check after each sequence can leave memory cached (a tensor alive during its own settle);
+    # measured from there, the next sequence would "give back" 2 MiB it never took.
+    backend = es.FakeBackend("cache")
+    records = [es.run_sequence(backend, es.generate(seed)) for seed in range(5)]
+    assert [r["leaked_bytes"] for r in records] == [0] * 5
+    assert backend.reserved == 2 << 20  # the check's cache is there: settle() alone hides it
+    backend = es.FakeBackend("cache,leak")
+    leaked = [es.run_sequence(backend, [{"op": "ctx", "slot": 0, "pool": "none", "mode": "global", "body": "sync",
+                                          "p2": 0}])["leaked_bytes"] for _ in range(3)]
+    assert leaked == [2 << 20] * 3  # a real leak is still counted, each time
+
+
 def _run(tmp_path, bugs, *extra):
     out = tmp_path / "r.json"
     env = {**os.environ, "ENGINE_STATES_FAKE_BUGS": bugs}
@@ -146,6 +159,10 @@ def test_aborts_are_caught_respawned_and_shrunk(tmp_path):
         failing = next(op for op in flat[:2] if op["op"] != "use_pool")
         assert failing["op"] == "ctx" and failing["body"] in es.FAILS and failing["slot"] == flat[-1]["slot"]
     assert "process deaths" in r.stdout
+    # faulthandler: each death's log names the Python line it died on, not only the C++ frames
+    for k in data["killers"]["fake"]:
+        if k["status"] == "died":
+            assert "Fatal Python error: Aborted" in k["log"] and "in run" in k["log"], k["log"]
 
 
 def test_hangs_are_cut_off_and_the_worker_replaced(tmp_path):

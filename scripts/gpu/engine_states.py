@@ -29,6 +29,7 @@ backend (``FakeBackend``) lets tests run the whole machinery without torch.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import gc
 import json
 import multiprocessing as mp
@@ -219,7 +220,8 @@ class FakeBackend:
     Python errors for calls out of order. ``bugs`` (comma list, env ``ENGINE_STATES_FAKE_BUGS``):
     ``abort``: ``reset`` of a slot whose capture failed, after a ``use_pool`` in that process,
     aborts the process; ``hang``: ``replay`` of a slot captured with a MemPool sleeps forever;
-    ``leak``: a failed capture keeps 2 MiB reserved for ever.
+    ``leak``: a failed capture keeps 2 MiB reserved for ever; ``cache``: the check after a sequence
+    leaves 2 MiB reserved but free (given back by ``settle()``, as ``empty_cache`` does).
     """
 
     name = "fake"
@@ -227,6 +229,7 @@ class FakeBackend:
     def __init__(self, bugs: str = "") -> None:
         self.bugs = set(b for b in bugs.split(",") if b)
         self.reserved = 0
+        self.cached = 0  # bytes reserved but free: settle() gives them back (as empty_cache)
         self.used_pool = False
 
     def start(self) -> None:
@@ -234,6 +237,10 @@ class FakeBackend:
 
     def reserved_bytes(self) -> int:
         return self.reserved
+
+    def settle(self) -> None:
+        self.reserved -= self.cached
+        self.cached = 0
 
     def begin_sequence(self) -> dict[str, Any]:
         return {"slots": [None] * SLOTS}
@@ -287,8 +294,12 @@ class FakeBackend:
 
     def end_sequence(self, st: dict[str, Any]) -> None:
         st["slots"] = [None] * SLOTS
+        self.settle()
 
     def fresh_capture_ok(self) -> bool:
+        if "cache" in self.bugs and not self.cached:
+            self.reserved += 2 << 20
+            self.cached = 2 << 20
         return True
 
 
@@ -568,7 +579,7 @@ class TorchBackends:
             torch.cuda.synchronize()
             ok = bool(torch.equal(out, want))
             g.reset()
-            del g, out
+            del g, out, want  # before settle(): a block still in use stays reserved into the next sequence
             # eager RNG still works and advances (torch 2.11 leaves its generator in capture mode
             # after a failed capture: eager CUDA RNG then raises)
             a, b = torch.rand(8, device="cuda"), torch.rand(8, device="cuda")
@@ -593,6 +604,7 @@ def _first_line(e: BaseException) -> str:
 def run_sequence(backend: Any, seq: list[Op]) -> dict[str, Any]:
     """Run one sequence and the checks after it; the result record (status ok / broken)."""
     t0 = time.perf_counter()
+    backend.settle()  # what the last check left cached is not this sequence's to give back
     before = backend.reserved_bytes()
     st = backend.begin_sequence()
     errors = []
@@ -621,11 +633,16 @@ def run_sequence(backend: Any, seq: list[Op]) -> dict[str, Any]:
 
 
 def _to_log(logpath: str) -> None:
-    """Send this process's stdout and stderr (fds 1 and 2, C++ aborts included) to its own file."""
+    """Send this process's stdout and stderr (fds 1 and 2, C++ aborts included) to its own file.
+
+    On a fatal signal (SIGABRT from a C++ ``terminate``, SIGSEGV) faulthandler writes the Python
+    stack of every thread there too: the C++ trace alone names no Python line (3.12 inlines calls).
+    """
     fd = os.open(logpath, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+    faulthandler.enable(file=sys.stderr, all_threads=True)
 
 
 def worker_loop(backend_name: str, conn: Any, logpath: str) -> None:

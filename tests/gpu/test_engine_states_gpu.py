@@ -49,10 +49,29 @@ def test_state_machine_slice_has_no_death_hang_or_leak(torch, tmp_path):
     t = data["tallies"]["cgtool"]
     res = data["results"]["cgtool"]
     assert len(res) == t["sequences"] == 60 and data["not_run"]["cgtool"] == 0
+    # recounted from the raw records: every sequence ok and reserved bytes exactly as before it
+    bad = [x for x in res if x["status"] != "ok" or x["leaked_bytes"] != 0]
+    assert not bad, _explain(bad, r, data)
     assert (t["deaths"], t["hangs"], t["broken"], t["leaks"]) == (0, 0, 0, 0), (r.stdout, data["shrunk"])
-    # recounted from the raw records
-    assert all(x["status"] == "ok" and x["leaked_bytes"] == 0 for x in res)
-    assert r.returncode == 0
+    assert r.returncode == 0, r.stdout[-3000:]
+
+
+def _explain(bad, r, data):
+    """Which sequences failed and how, their calls, the shrunk killers and the workers' last words."""
+    sys.path.insert(0, str(ROOT / "scripts" / "gpu"))
+    import engine_states
+
+    lines = [f"{len(bad)} of 60 sequences not ok:"]
+    for x in bad[:5]:
+        lines.append(f"  seed {x['id']}: status {x['status']} ({x.get('detail') or ''}), reserved "
+                     f"{x.get('reserved_before')} -> {x.get('reserved_after')} (leaked {x.get('leaked_bytes')})")
+        lines.append("    calls: " + json.dumps(engine_states.generate(x["id"]), separators=(",", ":")))
+        lines.append("    errors: " + "; ".join(f"#{e['i']} {e['op']}: {e['type']}: {e['msg']}" for e in x["errors"]))
+    for k in data["killers"].get("cgtool", [])[:2]:
+        lines.append(f"  killer seed {k['id']} ({k['status']}): log tail\n{k['log'][-1200:]}")
+    lines.append("shrunk: " + json.dumps(data["shrunk"].get("cgtool", []))[:2000])
+    lines.append("stdout tail: " + r.stdout[-1500:])
+    return "\n".join(lines)
 
 
 def test_eager_rng_works_after_a_failed_capture(torch):
