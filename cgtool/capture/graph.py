@@ -542,6 +542,7 @@ class Graph:
                 _release_pool(self._torch, device, pool_id)
             self._pools.clear()
             _let_go(self._mempools)  # held while any engine capture is underway
+            _release_parked_pools()
 
     def __del__(self) -> None:
         # A capture still underway is ended (torch 2.11 would leave the stream capturing for good).
