@@ -849,7 +849,7 @@ def _park_mempool(pool: Any) -> None:
         original(pool)
 
 
-def _let_go(pools: "list[Any] | None") -> None:
+def _let_go(pools: list[Any] | None) -> None:
     """The engine drops its references to the MemPools in ``pools`` (the list is emptied).
 
     While an engine capture is underway they are held in ``_HELD`` instead: the reference dropped
@@ -890,7 +890,7 @@ def _release_parked_pools() -> None:
     _FINALIZED.extend(p for p in (r() for r in fresh + older) if p is not None)
 
 
-def _weak_refs(objs: Any) -> "list[weakref.ref[Any]]":
+def _weak_refs(objs: Any) -> list[weakref.ref[Any]]:
     """Weak references to ``objs`` (those that take none die with their last reference, as before)."""
     refs = []
     for obj in objs:
