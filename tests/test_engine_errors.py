@@ -503,6 +503,34 @@ def test_a_mempool_dying_while_a_failed_capture_is_cleaned_up_is_parked(monkeypa
     assert (0, 80) in alloc.freed  # destroyed, after the routing ended
 
 
+@pytest.mark.parametrize("begin_fails", [False, True])
+def test_a_mempool_dying_while_torch_begins_the_capture_is_parked(monkeypatch, begin_fails):
+    # torch routes allocations to the pool inside its capture_begin, before it returns: gc running
+    # right then (any allocation can start it) must find the engine's capture registered already.
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    g = make(torch=torch)
+    box = [DtorPool(alloc, (0, 85))]
+    real_begin = g._g.capture_begin
+
+    def begin_and_drop_a_pool(*a, **k):
+        real_begin(*a, **k)
+        assert alloc.recording == [(0, 1)]
+        box.clear()
+        if begin_fails:  # cudaStreamBeginCapture failing after the routing began
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    g._g.capture_begin = begin_and_drop_a_pool
+    if begin_fails:
+        with pytest.raises(RuntimeError, match="not permitted"):
+            g.capture_begin()
+        assert g._state is eng.GraphState.NEW and not eng._CAPTURING
+    else:
+        g.capture_begin()
+        assert alloc.aborts == [] and (0, 85) not in alloc.freed  # parked while the capture runs
+        g.capture_end()
+    assert alloc.aborts == [] and alloc.recording == [] and (0, 85) in alloc.freed
+
+
 def _live(cls):
     return sum(type(o) is cls for o in gc.get_objects())
 

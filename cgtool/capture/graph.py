@@ -300,6 +300,9 @@ class Graph:
         tracker = LivenessTracker(torch, (device, pool_id)) if liveness else None
         self._state = GraphState.CAPTURING
         self._t_begin = time.perf_counter()
+        # Registered before torch routes allocations to the pool: from then on, a MemPool whose
+        # last reference goes (gc can run at any allocation) is parked, not destroyed.
+        self._capture_key = _watch_pools_entered(torch, self)
         try:
             self._g.capture_begin(pool_id, capture_error_mode=mode)
         except Exception as e:
@@ -311,7 +314,6 @@ class Graph:
         self._pools.append(pool_id)
         if mem_pool is not None:
             self._mempools.append(mem_pool)  # as torch does: the graph keeps the MemPool alive
-        self._capture_key = _watch_pools_entered(torch, self)
         if tracker is not None:
             try:
                 self._tracker = tracker
@@ -445,6 +447,7 @@ class Graph:
         elif "beginAllocateToPool" not in message and "default stream" not in message:
             _end_allocate_to_pool(torch, device, pool_id)
             _release_pool(torch, device, pool_id)
+        self._unwatch()  # after the routing ended (see capture_begin)
         _leave_rng_capture_mode(torch)
         self._retire_torch_graph()
         _release_parked_pools()
