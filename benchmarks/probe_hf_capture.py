@@ -11,17 +11,18 @@ one way, then times blocks of back-to-back replays between CUDA events after 50 
 
 * ``plain``: ``bench_vs_plain.plain``: warm-up 3 times on a side stream, ``torch.cuda.graph(g)``
   (its own capture stream), replays on the current stream.
-* ``cgtool``: the function ``cgtool bench``'s child runs (``bench_workload``), first capture.
+* ``cgtool``: the function ``cgtool bench``'s child runs (``bench_workload``), first capture
+  (captured on a stream of its own, as ``torch.cuda.graph``).
 * ``plain_samestream``: capture on the warm-up's side stream (``torch.cuda.graph(g, stream=s)``).
 * ``plain_engine``: cgtool's engine (``Graph`` + ``graph()``) on a new stream.
 * ``plain_keep``: torch's ``CUDAGraph(keep_graph=True)``, instantiated after capture.
 * ``plain_pool``: a pool from ``graph_pool_handle()`` passed to ``torch.cuda.graph``.
 * ``plain_nogc``: ``torch.cuda.graph``'s steps without its ``gc.collect()``.
 * ``plain_syncwarn``: the warm-up under ``torch.cuda.set_sync_debug_mode("warn")``.
-* ``cgtool_newstream``: cgtool capturing on a new stream, not the warm-up's.
+* ``cgtool_warmupstream``: cgtool capturing on the warm-up's side stream (what it did before it
+  captured on a stream of its own: the graph then reuses the warm-up's cuBLAS workspace).
 * ``cgtool_gc``: cgtool with a ``gc.collect()`` before the capture.
 * ``cgtool_nowarn``: cgtool without the sync debug mode around the warm-up.
-* ``cgtool_fixed``: ``cgtool_newstream`` and ``cgtool_gc`` together.
 * ``plain_ptrs``, ``cgtool_ptrs``: the first two with a ``TorchDispatchMode`` logging every
   tensor's address during the capture (round 1 only).
 
@@ -52,13 +53,13 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-ARMS = ["plain", "cgtool", "plain_samestream", "cgtool_newstream", "cgtool_gc", "cgtool_fixed", "plain_engine",
-        "plain_keep", "plain_pool", "plain_nogc", "plain_syncwarn", "cgtool_nowarn"]
+ARMS = ["plain", "cgtool", "plain_samestream", "cgtool_warmupstream", "cgtool_gc", "plain_engine", "plain_keep",
+        "plain_pool", "plain_nogc", "plain_syncwarn", "cgtool_nowarn"]
 #: Run unless --arms names others: plain_engine stands for plain_keep and plain_pool (the engine's
 #: differences together), plain_syncwarn for cgtool_nowarn.
-DEFAULT_ARMS = ["plain", "cgtool", "plain_samestream", "cgtool_newstream", "cgtool_gc", "cgtool_fixed", "plain_engine",
+DEFAULT_ARMS = ["plain", "cgtool", "plain_samestream", "cgtool_warmupstream", "cgtool_gc", "plain_engine",
                 "plain_nogc", "plain_syncwarn"]
-PROFILED = {"plain", "cgtool", "plain_samestream", "cgtool_newstream", "cgtool_gc", "cgtool_fixed"}
+PROFILED = {"plain", "cgtool", "plain_samestream", "cgtool_warmupstream", "cgtool_gc"}
 PTR_ARMS = ["plain_ptrs", "cgtool_ptrs"]
 WARMUP = 50
 
@@ -216,14 +217,19 @@ def _run_arm(res: dict[str, Any], arm: str, workload: str, args: list[str], bloc
         from cgtool.artifacts.bench import BenchSpec
         from cgtool.capture import bench, runner
 
-        real_capture_step, real_check = runner.capture_step, runner.check_replay
+        real_capture_step, real_check, real_warm_up = runner.capture_step, runner.check_replay, runner.warm_up
+        warm_streams: list[Any] = []
+
+        def warm_up(t: Any, step: Any, stream: Any, *a: Any) -> None:
+            warm_streams.append(stream)
+            real_warm_up(t, step, stream, *a)
 
         def capture_step(t: Any, step: Any, stream: Any, **kw: Any) -> Any:
-            if base in ("cgtool_gc", "cgtool_fixed"):
+            if base == "cgtool_gc":
                 gc.collect()
-            if base in ("cgtool_newstream", "cgtool_fixed"):
-                stream = torch.cuda.Stream()
-            res["capture_stream_is_warmup_stream"] = base not in ("cgtool_newstream", "cgtool_fixed")
+            if base == "cgtool_warmupstream":
+                stream = warm_streams[-1]
+            res["capture_stream_is_warmup_stream"] = stream is warm_streams[-1]
             if ptrs is not None:
                 inner = step
 
@@ -238,6 +244,7 @@ def _run_arm(res: dict[str, Any], arm: str, workload: str, args: list[str], bloc
 
         runner.capture_step = capture_step
         runner.check_replay = check
+        runner.warm_up = warm_up
         if base == "cgtool_nowarn":
             runner.watch_syncs = lambda torch, sites: contextlib.nullcontext()
         spec = BenchSpec(replays=blocks * per, blocks=blocks, warmup=WARMUP, recaptures=1, eager=False)
@@ -321,6 +328,8 @@ def main() -> None:
     p.add_argument("--per", type=int, default=100)
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"of: {', '.join(ARMS + PTR_ARMS)}")
     p.add_argument("--ptr-arms", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
+                   help="the kernels of 3 replays under torch.profiler, in the profiled arms")
     p.add_argument("--budget", type=float, default=0.0, help="seconds: start no arm that would end later")
     p.add_argument("--exec", action="store_true", help="start each arm with python3 (not forked from a server)")
     p.add_argument("--out", default="probe_hf_out")
@@ -329,7 +338,7 @@ def main() -> None:
     args = shlex.split(a.args)
     if a.child:
         arm, path = a.child
-        run_arm(arm, a.workload, args, a.blocks, a.per, a.out, path, arm in PROFILED)
+        run_arm(arm, a.workload, args, a.blocks, a.per, a.out, path, a.profile and arm in PROFILED)
         return
     os.makedirs(a.out, exist_ok=True)
     arms = [x for x in a.arms.split(",") if x]
@@ -359,11 +368,12 @@ def main() -> None:
         ts = time.time()
         if pool is None:
             subprocess.run([sys.executable, __file__, "--workload", a.workload, "--args", a.args, "--blocks",
-                            str(a.blocks), "--per", str(a.per), "--out", a.out, "--child", arm, path],
+                            str(a.blocks), "--per", str(a.per), "--out", a.out, "--child", arm, path]
+                           + ([] if a.profile else ["--no-profile"]),
                            check=False, env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")))
         else:
             proc = pool.Process(target=run_arm, args=(arm, a.workload, args, a.blocks, a.per, a.out, path,
-                                                      arm in PROFILED))
+                                                      a.profile and arm in PROFILED))
             proc.start()
             proc.join()
         took = max(took * 0.5, time.time() - ts)
