@@ -367,7 +367,7 @@ def main() -> None:
         path = os.path.abspath(os.path.join(a.out, f"r{r + 1}_{arm}.json"))
         ts = time.time()
         if pool is None:
-            subprocess.run([sys.executable, __file__, "--workload", a.workload, "--args", a.args, "--blocks",
+            subprocess.run([sys.executable, __file__, "--workload", a.workload, f"--args={a.args}", "--blocks",
                             str(a.blocks), "--per", str(a.per), "--out", a.out, "--child", arm, path]
                            + ([] if a.profile else ["--no-profile"]),
                            check=False, env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")))
