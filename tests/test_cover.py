@@ -169,3 +169,22 @@ def test_deps_on_recordings_is_the_same_with_the_loops(data_dir, case, kineto, m
         m.setattr(waits, "gpu_was_full_many", _full_by_loop)
         results.append(analyze(t, gs).to_json())
     assert results[0] == results[1] == results[2]
+
+
+@pytest.mark.parametrize("seed,spread", [(0, 3), (1, 50), (2, 10**9)])
+def test_dense_ids_are_numpys_unique(seed, spread):
+    """``dense`` ranks small keys through a table, others by np.unique: the same ids and first rows
+    as np.unique of the combined key, either way (``spread`` 10**9: the sorting branch)."""
+    from cgtool.inspect.analyzers._arrays import dense
+
+    rng = np.random.default_rng(seed)
+    n = 5000
+    cols = (rng.integers(0, 3, n), rng.integers(-spread, spread, n), np.sort(rng.integers(7, 7 + spread, n)))
+    ids, first = dense(*cols)
+    rows = list(zip(*(c.tolist() for c in cols)))
+    rank = {r: i for i, r in enumerate(sorted(set(rows)))}  # ids in increasing (lexicographic) order
+    first_row: dict[tuple[int, ...], int] = {}
+    for i, r in enumerate(rows):
+        first_row.setdefault(r, i)
+    assert ids.tolist() == [rank[r] for r in rows]
+    assert first.tolist() == [first_row[r] for r in sorted(rank)]
