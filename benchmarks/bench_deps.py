@@ -264,8 +264,10 @@ PHASES = [
     ("certainty", "cgtool.inspect.analyzers.serializations", "certainty", 2),
     ("coverage", "cgtool.inspect.analyzers.waits", "coverage", 1),
     ("inferred_waits", "cgtool.inspect.analyzers.waits", "inferred_waits", 1),
+    ("gpu_was_full_many (cover sums)", "cgtool.inspect.analyzers.waits", "gpu_was_full_many", 2),
     ("estimate (re-scheduling)", "cgtool.inspect.analyzers.saving", "estimate", 1),
     ("waited_with_room", "cgtool.inspect.analyzers.waits", "waited_with_room", 1),
+    ("mean_cover_grouped (cover sums)", "cgtool.inspect.analyzers.cover", "mean_cover_grouped", 2),
     ("suggest", "cgtool.inspect.analyzers.advice", "suggest", 1),
     ("deps_report (render)", "cgtool.report.tables", "deps_report", 0),
 ]
@@ -312,7 +314,8 @@ for label, mod, attr, _ in phases:
         setattr(obj, name, timed(label, f))
         for other in ("cgtool.inspect.files", "cgtool.inspect.deps", "cgtool.cli.analysis", "cgtool.inspect.inputs",
                       "cgtool.inspect.analyzers.matching", "cgtool.inspect.analyzers.timing",
-                      "cgtool.inspect.analyzers.serializations", "cgtool.inspect.analyzers.waits"):
+                      "cgtool.inspect.analyzers.serializations", "cgtool.inspect.analyzers.waits",
+                      "cgtool.inspect.analyzers.cover"):
             om = importlib.import_module(other)
             if getattr(om, name, None) is f:
                 setattr(om, name, getattr(obj, name))

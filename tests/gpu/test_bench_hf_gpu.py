@@ -88,7 +88,7 @@ def test_bench_equals_the_plain_loop_on_hf_models(tmp_path, workloads):
     out = tmp_path / "vs_plain.json"
     p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_vs_plain.py"), "--workloads", workloads,
                         "--rounds", "3", "--blocks", "10", "--recaptures", "1", "--launch", "fork", "--json", str(out)],
-                       cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+                       cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600, check=False)
     print(p.stdout[-3000:])
     assert p.returncode == 0, p.stderr[-2000:]
     doc = json.loads(out.read_text())
