@@ -327,9 +327,10 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=10)
     p.add_argument("--per", type=int, default=100)
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"of: {', '.join(ARMS + PTR_ARMS)}")
-    p.add_argument("--ptr-arms", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
-                   help="the kernels of 3 replays under torch.profiler, in the profiled arms")
+    p.add_argument("--no-ptr-arms", dest="ptr_arms", action="store_false",
+                   help="leave out plain_ptrs and cgtool_ptrs (round 1)")
+    p.add_argument("--no-profile", dest="profile", action="store_false",
+                   help="no torch.profiler run of 3 replays in the profiled arms")
     p.add_argument("--budget", type=float, default=0.0, help="seconds: start no arm that would end later")
     p.add_argument("--exec", action="store_true", help="start each arm with python3 (not forked from a server)")
     p.add_argument("--out", default="probe_hf_out")
