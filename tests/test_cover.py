@@ -188,3 +188,13 @@ def test_dense_ids_are_numpys_unique(seed, spread):
         first_row.setdefault(r, i)
     assert ids.tolist() == [rank[r] for r in rows]
     assert first.tolist() == [first_row[r] for r in sorted(rank)]
+
+
+@pytest.mark.parametrize("seed,hi", [(0, 10), (1, 3000), (2, 10**12)])
+def test_unique_ids_is_numpys_unique(seed, hi):
+    from cgtool.inspect.analyzers._arrays import unique_ids
+
+    v = np.random.default_rng(seed).integers(0, hi, 2000)
+    u, inv = unique_ids(v)
+    want_u, want_inv = np.unique(v, return_inverse=True)
+    assert u.tolist() == want_u.tolist() and inv.tolist() == want_inv.reshape(-1).tolist()

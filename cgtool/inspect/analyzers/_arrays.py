@@ -43,6 +43,18 @@ def dense(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return inv.reshape(-1), first
 
 
+def unique_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` (inverse flat) for ids that are small non-negative
+    integers (dense replay ids): through a table of the ids' range, without np.unique's sort."""
+    if not len(values) or int(values.min()) < 0 or int(values.max()) > 4 * len(values) + 4096:
+        u, inv = np.unique(values, return_inverse=True)
+        return u, inv.reshape(-1)
+    present = np.zeros(int(values.max()) + 1, dtype=bool)
+    present[values] = True
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return np.flatnonzero(present), rank[values]
+
+
 def latest_before(start: np.ndarray, end: np.ndarray, group: np.ndarray, tol: float) -> np.ndarray:
     """For each item B: the item A of the same group that ended last with A.end <= B.start + tol
     and A.start < B.start (ties on the end: the one that started last); -1 where none."""
