@@ -238,15 +238,15 @@ def free_gib(folder: str) -> float:
 #: (wrapped) or a msgspec decoder (its ``decode`` wrapped); names missing in the code are skipped.
 PHASES = [
     ("load_trace", "cgtool.artifacts.trace", "load_trace", 0),
-    ("read (read_bytes / block reader)", "cgtool.artifacts.trace", "read_bytes", 1),
-    ("msgspec outer decode", "cgtool.artifacts.trace", "_outer", 1),
-    ("msgspec chunk decode (typed)", "cgtool.artifacts.trace", "_chunk_known", 1),
-    ("msgspec chunk decode (typed, with shapes)", "cgtool.artifacts.trace", "_chunk_known_shaped", 1),
-    ("msgspec chunk decode (fallback)", "cgtool.artifacts.trace", "_chunk_typed", 1),
-    ("msgspec shape decode", "cgtool.artifacts.trace", "_shape_chunk", 1),
-    ("per-event shape decode", "cgtool.artifacts.trace", "_shape_of", 1),
-    ("chunk -> columns", "cgtool.artifacts.trace", "_columnize", 1),
-    ("checks (_check_events)", "cgtool.artifacts.trace", "_check_events", 1),
+    ("read (read_bytes / block reader)", "cgtool.artifacts.trace.stream", "read_bytes", 1),
+    ("msgspec outer decode", "cgtool.artifacts.trace.decode", "_outer", 1),
+    ("msgspec chunk decode (typed)", "cgtool.artifacts.trace.decode", "_chunk_known", 1),
+    ("msgspec chunk decode (typed, with shapes)", "cgtool.artifacts.trace.decode", "_chunk_known_shaped", 1),
+    ("msgspec chunk decode (fallback)", "cgtool.artifacts.trace.decode", "_chunk_typed", 1),
+    ("msgspec shape decode", "cgtool.artifacts.trace.decode", "_shape_chunk", 1),
+    ("per-event shape decode", "cgtool.artifacts.trace.decode", "_shape_of", 1),
+    ("chunk -> columns", "cgtool.artifacts.trace.decode", "_columnize", 1),
+    ("checks (_check_events)", "cgtool.artifacts.trace.decode", "_check_events", 1),
     ("graphs_from_trace", "cgtool.inspect.inputs", "embedded_graphs", 0),
     ("GraphData.load (--graph)", "cgtool.artifacts.graph", "GraphData.load", 0),
     ("analyze", "cgtool.inspect.deps", "analyze", 0),
@@ -312,7 +312,8 @@ for label, mod, attr, _ in phases:
         setattr(obj, name, classmethod(timed(label, f.__func__)))
     else:
         setattr(obj, name, timed(label, f))
-        for other in ("cgtool.inspect.files", "cgtool.inspect.deps", "cgtool.cli.analysis", "cgtool.inspect.inputs",
+        for other in ("cgtool.artifacts.trace.stream", "cgtool.inspect.files", "cgtool.inspect.deps",
+                      "cgtool.cli.analysis", "cgtool.inspect.inputs",
                       "cgtool.inspect.analyzers.matching", "cgtool.inspect.analyzers.timing",
                       "cgtool.inspect.analyzers.serializations", "cgtool.inspect.analyzers.waits",
                       "cgtool.inspect.analyzers.cover"):

@@ -146,7 +146,7 @@ def main() -> None:
     from cgtool.capture.record import _subscriber, attribution
     from cgtool.capture.record.recorder import Recorder
 
-    lib = _subscriber.libcupti(cupti)
+    lib = _subscriber.load_libcupti(cupti)
     R, D = cupti.CallbackIdResource, cupti.CallbackDomain
     NODE, EXEC, RES = int(R.GRAPHNODE_CREATED), int(R.GRAPHEXEC_CREATED), int(D.RESOURCE)
     L = _subscriber.Layout(cupti)

@@ -11,7 +11,7 @@ The package is layered (imports point one way, down):
 docs/architecture.md says where a new command or analysis goes.
 """
 
-__version__ = "0.1.0"
+from cgtool._version import __version__ as __version__
 
 
 def __getattr__(name: str) -> object:

@@ -219,7 +219,7 @@ def test_two_process_decode_gives_the_same_columns(data_dir, tmp_path, monkeypat
     with windows small enough that both halves take many chunks."""
     import os
 
-    from cgtool.artifacts import trace as T
+    from cgtool.artifacts.trace import stream as T
 
     if not hasattr(os, "fork"):
         pytest.skip("no fork on this platform")
@@ -248,7 +248,7 @@ def test_two_process_decode_gives_the_same_columns(data_dir, tmp_path, monkeypat
 def test_two_process_decode_reports_bad_events_in_the_second_half(data_dir, tmp_path, monkeypatch):
     import os
 
-    from cgtool.artifacts import trace as T
+    from cgtool.artifacts.trace import stream as T
 
     if not hasattr(os, "fork"):
         pytest.skip("no fork on this platform")

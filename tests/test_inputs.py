@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from cgtool.inspect.figures import Figures
 from cgtool.inspect.inputs import ACCEPTS, InputKind, identify
-from cgtool.inspect.results import Lane, MatchKind
+from cgtool.inspect.results import Figures, Lane, MatchKind
 from cgtool.report import words
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +23,9 @@ DATA = ROOT / "tests" / "data"
 DOC = ROOT / "docs" / "inputs.md"
 COMMANDS = ("deps", "topo", "dot", "diff", "report")
 SKIP = {"bad", "broken"}  # damaged inputs: the hostile-input tests' own
+#: Folders that hold several data sets (one run of a script): their inputs are these.
+CONTAINERS = {"two_gpus": ["tp_mlp/bundle", "tp_mlp/traces", "tp_mlp/traces_mc1", "nig/bundle", "nig/traces",
+                           "record_rec_hang", "record_rec_nig", "twonode/cap", "twonode/tr"]}
 
 
 def doc_table() -> dict[str, dict[str, str]]:
@@ -97,6 +99,9 @@ def inputs() -> list[Path]:
     out = []
     for d in sorted(DATA.iterdir()):
         if not d.is_dir() or d.name in SKIP:
+            continue
+        if d.name in CONTAINERS:
+            out += [d / sub for sub in CONTAINERS[d.name]]
             continue
         out.append(d)
         out += [f for f in sorted(d.iterdir()) if f.is_file() and f.name.endswith((".json", ".json.gz"))

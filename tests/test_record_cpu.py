@@ -231,8 +231,8 @@ def test_summary_table_names_every_graph() -> None:
     rows = _rows(text, "#")
     assert len(rows) == len(recs[0].graphs)
     for cells, g in zip(rows, recs[0].graphs):
-        assert cells[:3] == [g["label"].split()[0], str(g["nodes"]), str(g["replays"])]
-        assert cells[-1] == Path(g["captured_at"]).name
+        assert cells[:3] == [g.label.split()[0], str(g.nodes), str(g.replays)]
+        assert cells[-1] == Path(str(g.captured_at)).name
     assert "memory: pool" in text
 
 
@@ -408,7 +408,7 @@ def test_the_report_of_a_recording_opens_on_its_summary(run_cli, tmp_path: Path)
     page = out.read_text()
     assert page.index("class=recsummary") < page.index("id=tabs")
     recs = load_recordings(DATA / "record_compiled")
-    never = [g for g in recs[0].graphs if g["replays"] == 0]
+    never = [g for g in recs[0].graphs if g.replays == 0]
     assert f"{len(never)} graph(s) were never replayed" in page
 
 
@@ -419,7 +419,7 @@ def test_the_older_layouts_still_read(tmp_path: Path) -> None:
     one = tmp_path / "one"
     shutil.copytree(proc, one)
     (rec,) = load_recordings(one)
-    assert [g["replays"] for g in rec.graphs] == [g["replays"] for g in load_recordings(DATA / "record_server")[0].graphs]
+    assert [g.replays for g in rec.graphs] == [g.replays for g in load_recordings(DATA / "record_server")[0].graphs]
     ranks = tmp_path / "ranks"
     for r in load_recordings(DATA / "record_ranks"):
         if r.rank is not None:

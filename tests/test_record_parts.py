@@ -214,21 +214,21 @@ def test_tree_names_what_it_could_not_record(tmp_path: Path) -> None:
     (root / "p10").mkdir()
     (root / "p10" / "index.json").write_text(json.dumps({
         "cgtool_record": 1, "pid": 10, "parent": 1, "program": ["python", "a.py"], "finished": True, "exit_code": 0,
-        "graphs": [{"replays": 3}, {"replays": 0}],
+        "graphs": [{"file": "graph_000.json", "replays": 3}, {"file": "graph_001.json", "replays": 0}],
         "children": [{"pid": 11, "argv": ["nvcc", "-c"], "how": "subprocess", "exit_code": 0}]}))
     (root / "p12").mkdir()
     (root / "p12" / "error.json").write_text(json.dumps({"pid": 12, "parent": 10, "argv": ["python", "b.py"],
                                                          "message": "CUPTI is held", "exit_code": 3}))
     seen = {13: tree.Seen(13, 10, ["/usr/bin/python3", "-I", "c.py"]), 14: tree.Seen(14, 10, ["python3", "d.py"])}
     doc = tree.build(root, program=["python", "a.py"], exit_code=0, root_pid=10, seen=seen)
-    by = {p["pid"]: p for p in doc["processes"]}
-    assert by[10]["followed"] and by[10]["graphs"] == 2 and by[10]["replays"] == 3
-    assert by[11]["makes_no_graphs"] == "a compiler or linker (nvcc)" and by[11]["parent"] == 10
-    assert "makes no CUDA graph" in by[11]["reason"]
-    assert "could not start" in by[12]["reason"] and "CUPTI is held" in by[12]["reason"]
-    assert "-I" in by[13]["reason"]
-    assert "exited before the recorder attached" in by[14]["reason"]
-    assert doc["not_followed"] == 4 and doc["helpers"] == 1 and not doc["complete"]
+    by = {p.pid: p for p in doc.processes}
+    assert by[10].followed and by[10].graphs == 2 and by[10].replays == 3
+    assert by[11].makes_no_graphs == "a compiler or linker (nvcc)" and by[11].parent == 10
+    assert "makes no CUDA graph" in str(by[11].reason)
+    assert "could not start" in str(by[12].reason) and "CUPTI is held" in str(by[12].reason)
+    assert "-I" in str(by[13].reason)
+    assert "exited before the recorder attached" in str(by[14].reason)
+    assert doc.not_followed == 4 and doc.helpers == 1 and not doc.complete
 
 
 @pytest.mark.parametrize("unknown", [False, True])
@@ -253,10 +253,10 @@ def test_helper_commands_leave_no_graph_unseen(tmp_path: Path, unknown: bool) ->
         seen[14] = tree.Seen(14, 10, ["./my_cuda_app"])
     doc = tree.build(tmp_path, program=["python", "a.py"], exit_code=0, root_pid=10, seen=seen)
     tree.write(tmp_path, doc)
-    by = {p["pid"]: p for p in doc["processes"]}
-    assert by[11]["makes_no_graphs"] == "ldconfig" and by[12]["makes_no_graphs"] == "a compiler or linker (g++)"
-    assert by[13]["makes_no_graphs"] == "started by a compiler or linker"
-    assert doc["helpers"] == 3 and doc["complete"] is (not unknown)
+    by = {p.pid: p for p in doc.processes}
+    assert by[11].makes_no_graphs == "ldconfig" and by[12].makes_no_graphs == "a compiler or linker (g++)"
+    assert by[13].makes_no_graphs == "started by a compiler or linker"
+    assert doc.helpers == 3 and doc.complete is (not unknown)
     t = load_tree(tmp_path)
     assert t.complete is (not unknown) and [p.pid for p in t.unseen] == ([14] if unknown else [])
     con = Console(file=io.StringIO(), width=200, color_system=None)
@@ -285,7 +285,7 @@ def test_library_api_records_the_block(fake: FakeCupti, tmp_path: Path) -> None:
     capture(fake, 200, [21], 6000)  # after: not recorded either
     t = load_tree(out)
     (rec,) = t.recordings
-    assert [(g["nodes"], g["replays"]) for g in rec.graphs] == [(2, 3)]
+    assert [(g.nodes, g.replays) for g in rec.graphs] == [(2, 3)]
     assert t.processes[0].pid == os.getpid()
     with pytest.raises(OutputExistsError):
         with cgtool.record(out):  # type: ignore[attr-defined]

@@ -109,20 +109,20 @@ def test_server_replays_pool_and_lines() -> None:
     folder = _rec("server")
     res = _result(folder)
     rec = _one(folder)
-    assert _exit_code(folder) == 0 and rec.index["exit_code"] == 0
+    assert _exit_code(folder) == 0 and rec.index.exit_code == 0
     graphs = rec.graphs
     assert len(graphs) == len(res["batch_sizes"]) == 4
     # captured in the program's order (largest batch first): replays per batch size as the program counted
-    assert [g["replays"] for g in graphs] == [res["replays"][str(bs)] for bs in res["batch_sizes"]]
+    assert [g.replays for g in graphs] == [res["replays"][str(bs)] for bs in res["batch_sizes"]]
     docs = [rec.graph_doc(g) for g in graphs]
-    assert [d["cgtool"]["record"]["replays"] for d in docs] == [g["replays"] for g in graphs]
+    assert [d["cgtool"]["record"]["replays"] for d in docs] == [g.replays for g in graphs]
     # one shared pool, and the ledger says so
-    assert len({g["pool"] for g in graphs}) == 1
-    (pool,) = rec.index["ledger"]["pools"]
-    assert pool["graphs"] == [0, 1, 2, 3] and pool["bytes_reserved"] > 0
+    assert len({g.pool for g in graphs}) == 1
+    (pool,) = rec.index.ledger.pools
+    assert pool.graphs == [0, 1, 2, 3] and pool.bytes_reserved > 0
     # captured at the `with torch.cuda.graph(...)` line
     cap = _marked_line("server_runner.py", "LINE_CAPTURE")
-    assert all(g["captured_at"].endswith(f"server_runner.py:{cap}") for g in graphs)
+    assert all(g.captured_at.endswith(f"server_runner.py:{cap}") for g in graphs)
     # every node attributed to a line of the program; the GELU line and the softmax line among them
     src = PROGRAMS / "server_runner.py"
     text = src.read_text().splitlines()
@@ -149,7 +149,7 @@ def test_server_trace_holds_the_chosen_replays() -> None:
     rec = _one(folder)
     for g, bs in zip(rec.graphs, res["batch_sizes"]):
         want = max(0, min(TRACE_REPLAYS["server"], res["replays"][str(bs)] - TRACE_SKIP))
-        assert len(launches_per_graph[g["exec_graph_id"]]) == want
+        assert len(launches_per_graph[g.exec_graph_id]) == want
 
 
 def test_train_forward_and_backward_graphs() -> None:
@@ -157,7 +157,7 @@ def test_train_forward_and_backward_graphs() -> None:
     res = _result(folder)
     rec = _one(folder)
     assert len(rec.graphs) == 2
-    assert [g["replays"] for g in rec.graphs] == [res["steps"], res["steps"]]
+    assert [g.replays for g in rec.graphs] == [res["steps"], res["steps"]]
     fwd, bwd = (rec.graph_doc(g) for g in rec.graphs)
     graphed = _marked_line("train_graphed.py", "LINE_GRAPHED")
     for d in (fwd, bwd):
@@ -172,12 +172,12 @@ def test_compiled_graphs_name_inductor_ops_and_skips() -> None:
     res = _result(folder)
     rec = _one(folder)
     idx = rec.index
-    compiled = [g for g in rec.graphs if g["compiled_code"]]
+    compiled = [g for g in rec.graphs if g.compiled_code]
     assert len(compiled) >= len(res["shapes"])
     # cudagraph trees: one graph per input shape; the first call of a shape runs eagerly (warm-up),
     # every later call replays, the recording call included
-    model_graphs = [g for g in compiled if g["nodes"] > 1]
-    assert [g["replays"] for g in model_graphs[: len(res["shapes"])]] == [steps - 1 for _, steps in res["shapes"]]
+    model_graphs = [g for g in compiled if g.nodes > 1]
+    assert [g.replays for g in model_graphs[: len(res["shapes"])]] == [steps - 1 for _, steps in res["shapes"]]
     for g in model_graphs:
         doc = rec.graph_doc(g)
         for extra in doc["cgtool"]["nodes"]:
@@ -186,7 +186,7 @@ def test_compiled_graphs_name_inductor_ops_and_skips() -> None:
             assert "torchinductor" in s["generated"] or re.search(r"/[a-z0-9]{40,}\.py:\d+$", s["generated"])
         ops = " ".join(str(e["source"]["op"]) for e in doc["cgtool"]["nodes"])
         assert "gelu" in ops and "softmax" in ops
-    reasons = [s["reason"] for s in idx["compile"]["cudagraph_skips"]]
+    reasons = [s["reason"] for s in idx.compile.cudagraph_skips]
     assert reasons and all(r.startswith("skipping cudagraphs due to") for r in reasons)
 
 
@@ -195,9 +195,9 @@ def test_crash_keeps_the_first_two_graphs_and_the_exit_code() -> None:
     res = _result(folder)
     rec = _one(folder)
     assert _exit_code(folder) == 1
-    assert rec.index["exit_code"] == 1 and rec.index["finished"]
+    assert rec.index.exit_code == 1 and rec.index.finished
     assert "deliberate crash" in (folder / "stderr.txt").read_text()
-    assert [g["replays"] for g in rec.graphs] == res["replays"]
+    assert [g.replays for g in rec.graphs] == res["replays"]
     lines = [{e["source"]["line"] for e in rec.graph_doc(g)["cgtool"]["nodes"]} for g in rec.graphs]
     assert lines == [{_marked_line("crash_after_two.py", "LINE_G1")}, {_marked_line("crash_after_two.py", "LINE_G2")}]
     # the second graph was captured inside `with torch.profiler.record_function("second_graph")`
@@ -241,9 +241,9 @@ def test_ranks_record_into_their_processes() -> None:
     recs = [r for r in load_recordings(folder) if r.rank is not None]  # the torchrun launcher has no rank
     assert sorted(r.rank for r in recs) == [0, 1]
     for r in recs:
-        assert r.folder.name == f"p{r.pid}" and r.index["rank"] == r.rank and r.index["world_size"] == 2
-        assert [g["replays"] for g in r.graphs] == [res["replays"][str(bs)] for bs in res["batch_sizes"]]
-        assert r.index["exit_code"] == 0
+        assert r.folder.name == f"p{r.pid}" and r.index.rank == r.rank and r.index.world_size == 2
+        assert [g.replays for g in r.graphs] == [res["replays"][str(bs)] for bs in res["batch_sizes"]]
+        assert r.index.exit_code == 0
     assert _exit_code(folder) == 0
 
 
@@ -252,7 +252,7 @@ def test_every_source_line_is_a_line_of_the_program(name: str) -> None:
     """Each node's (and each capture's) file:line is in the program's own file, with the recorded text."""
     folder = _rec(name)
     rec = _one(folder)
-    program = _script(rec.index["program"])
+    program = _script(rec.index.program)
     text = (PROGRAMS / program).read_text().splitlines()
     n = 0
     for d in (rec.graph_doc(g) for g in rec.graphs):
@@ -273,22 +273,22 @@ def test_kernel_coverage_agrees_with_the_program_and_the_trace(name: str) -> Non
     and its kernel time per replay is what the trace's own replays took."""
     folder = _rec(name)
     rec = _one(folder)
-    cov = rec.index["coverage"]
+    cov = rec.index.coverage
     per_replay: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))
     for e in _kernel_events(folder):
         if e.get("cat") == "kernel":
             per_replay[e["args"]["graph id"]][e["args"]["correlation"]] += e["dur"] * 1e3  # µs -> ns
     for g in rec.graphs:
         kernels = sum(n["node_type"] == "kernel" for n in rec.graph_doc(g)["nodes"])
-        assert g["kernels"] == g["replays"] * kernels
-        reps = per_replay.get(g["exec_graph_id"])
-        if reps and g["replays"]:
+        assert g.kernels == g.replays * kernels
+        reps = per_replay.get(g.exec_graph_id)
+        if reps and g.replays:
             traced = sum(reps.values()) / len(reps)
-            assert g["kernel_ns"] / g["replays"] == pytest.approx(traced, rel=0.25)
-    assert cov["kernel_ns_in_graphs"] == sum(g["kernel_ns"] for g in rec.graphs) + cov["kernel_ns_of_unrecorded_graphs"]
+            assert g.kernel_ns / g.replays == pytest.approx(traced, rel=0.25)
+    assert cov["kernel_ns_in_graphs"] == sum(g.kernel_ns for g in rec.graphs) + cov["kernel_ns_of_unrecorded_graphs"]
     total = cov["kernel_ns_in_graphs"] + cov["kernel_ns_outside_graphs"]
     assert cov["share_in_graphs"] == pytest.approx(cov["kernel_ns_in_graphs"] / total)
-    assert cov["kernels_in_graphs"] == sum(g["kernels"] for g in rec.graphs)
+    assert cov["kernels_in_graphs"] == sum(g.kernels for g in rec.graphs)
     # from the first graph on: the same graph time against a part of the time outside graphs
     assert cov["kernels_outside_graphs_since_first_graph"] <= cov["kernels_outside_graphs"]
     assert cov["share_in_graphs_since_first_graph"] == pytest.approx(

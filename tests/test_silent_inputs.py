@@ -63,7 +63,7 @@ def test_a_gpu_event_without_ph_is_refused(tmp_path, reader):
 
 
 def test_a_gpu_event_without_ph_is_refused_by_the_two_process_reader(tmp_path, monkeypatch):
-    from cgtool.artifacts import trace as T
+    from cgtool.artifacts.trace import stream as T
     from cgtool.errors import InvalidInputError
 
     doc = _trace()
@@ -113,7 +113,7 @@ def test_gpu_events_of_other_phases_are_counted_and_left_out(tmp_path, reader):
 
 
 def test_other_phases_in_the_second_half_are_counted_by_the_two_process_reader(tmp_path, monkeypatch):
-    from cgtool.artifacts import trace as T
+    from cgtool.artifacts.trace import stream as T
 
     p, _, n, first = _with_other_phases(tmp_path)
     monkeypatch.setattr(T, "WINDOW", 4096)

@@ -19,9 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cgtool.artifacts import trace as T
+from cgtool.artifacts.trace import decode as TD, stream as TS
 from cgtool.errors import InvalidInputError
 
-pytestmark = pytest.mark.skipif(T._fast_columns() is None or not hasattr(T._fast_columns(), "scan"),
+pytestmark = pytest.mark.skipif(TD._fast_columns() is None or not hasattr(TD._fast_columns(), "scan"),
                                 reason="the compiled scan is not built here")
 
 COLS = ("kind", "name", "start", "end", "device", "stream", "correlation", "graph_id", "tools_id", "channel",
@@ -61,25 +62,25 @@ class Counting:
 def both_ways(p: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Counting]:
     """The reading with the scan (counting its runs, and the runs msgspec then decoded: a cut the
     streaming reader tries inside an event is left by both, and is not counted there) and without."""
-    counting = Counting(T._fast_columns())
-    real_decode = T._decode_chunk
+    counting = Counting(TD._fast_columns())
+    real_decode = TD._decode_chunk
 
     def decode(*a: Any) -> Any:
         r = real_decode(*a)
         counting.decoded += 1
         return r
 
-    monkeypatch.setattr(T, "_FAST", counting)
-    monkeypatch.setattr(T, "_decode_chunk", decode)
+    monkeypatch.setattr(TD, "_FAST", counting)
+    monkeypatch.setattr(TD, "_decode_chunk", decode)
     scanned = load(p, True, monkeypatch)
-    monkeypatch.setattr(T, "_decode_chunk", real_decode)
-    monkeypatch.setattr(T, "_FAST", counting.real)
+    monkeypatch.setattr(TD, "_decode_chunk", real_decode)
+    monkeypatch.setattr(TD, "_FAST", counting.real)
     assert scanned == load(p, False, monkeypatch), p
     return scanned, counting
 
 
 def test_every_recording_reads_the_same_and_the_scan_takes_every_chunk(data_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(T, "WINDOW", 4096)  # many chunks per file
+    monkeypatch.setattr(TS, "WINDOW", 4096)  # many chunks per file
     paths = sorted(data_dir.glob("*/*trace.json.gz")) + sorted(data_dir.glob("record_*/trace.json.gz"))
     assert len(paths) > 10
     for p in paths:
@@ -121,7 +122,7 @@ def test_awkward_but_valid_documents_are_scanned_whole(tmp_path, monkeypatch, la
             "indented": lambda: json.dumps(doc, indent="\t", ensure_ascii=False)}[layout]()
     p = tmp_path / "t.json"
     p.write_text(text, encoding="utf-8")
-    monkeypatch.setattr(T, "WINDOW", 1500)
+    monkeypatch.setattr(TS, "WINDOW", 1500)
     got, c = both_ways(p, monkeypatch)
     assert got[0] != "error", got
     assert c.decoded == 0 and c.taken > 3
@@ -189,7 +190,7 @@ def test_random_documents_read_the_same_both_ways(tmp_path, monkeypatch, evs, as
                             + '"stream"', 1)
     p = tmp_path / "t.json"
     p.write_text(text, encoding="utf-8")
-    monkeypatch.setattr(T, "WINDOW", window)
+    monkeypatch.setattr(TS, "WINDOW", window)
     both_ways(p, monkeypatch)
 
 

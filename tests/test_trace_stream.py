@@ -13,6 +13,7 @@ import math
 import pytest
 
 from cgtool.artifacts import trace as T
+from cgtool.artifacts.trace import decode as TD, stream as TS
 from cgtool.errors import InvalidInputError
 
 GPU = {"kernel": 0, "gpu_memcpy": 1, "gpu_memset": 2}
@@ -77,10 +78,10 @@ def test_streaming_reads_what_json_reads(tmp_path, monkeypatch, window, layout):
         text = json.dumps(doc, indent=3)
     p = tmp_path / "t.json"
     p.write_text(text)
-    monkeypatch.setattr(T, "WINDOW", window)
+    monkeypatch.setattr(TS, "WINDOW", window)
     used = []
-    real = T._load_whole
-    monkeypatch.setattr(T, "_load_whole", lambda *a: used.append(1) or real(*a))
+    real = TS._load_whole
+    monkeypatch.setattr(TS, "_load_whole", lambda *a: used.append(1) or real(*a))
     t = T.load_trace(p)
     assert not used, "the streaming reader fell back to the whole-document reader"
     assert columns(t) == brute(json.loads(text))
@@ -91,10 +92,10 @@ def test_streaming_reads_what_json_reads(tmp_path, monkeypatch, window, layout):
 
 
 def test_streaming_and_whole_document_readers_agree_on_real_traces(data_dir, monkeypatch):
-    monkeypatch.setattr(T, "WINDOW", 2048)
+    monkeypatch.setattr(TS, "WINDOW", 2048)
     for p in sorted(data_dir.glob("*/*trace.json.gz")):
         data = bytearray(gzip.decompress(p.read_bytes()))
-        whole = T._load(data, str(p))
+        whole = TD._load(data, str(p))
         streamed = T.load_trace(p)
         assert columns(streamed) == columns(whole), p
         for col in ("device", "graph_id", "tools_id", "channel", "channel_type", "shape", "shared_memory", "nbytes"):
@@ -112,11 +113,11 @@ def test_errors_are_the_whole_document_readers(tmp_path, monkeypatch, bad, says)
     text = bad(json.dumps(tricky_doc(), indent=1))
     p = tmp_path / "t.json"
     p.write_text(text)
-    monkeypatch.setattr(T, "WINDOW", 256)
+    monkeypatch.setattr(TS, "WINDOW", 256)
     with pytest.raises(InvalidInputError) as streamed:
         T.load_trace(p)
     with pytest.raises(InvalidInputError) as whole:
-        T._load(bytearray(text.encode()), str(p))
+        TD._load(bytearray(text.encode()), str(p))
     assert str(streamed.value) == str(whole.value) and says in str(streamed.value)
 
 
@@ -125,7 +126,7 @@ def test_a_second_traceevents_key_is_read_as_the_whole_document_reader_reads_it(
     text = json.dumps(doc)[:-1] + ', "traceEvents": [' + json.dumps(kernel(5)) + "]}"
     p = tmp_path / "t.json"
     p.write_text(text)
-    monkeypatch.setattr(T, "WINDOW", 256)
+    monkeypatch.setattr(TS, "WINDOW", 256)
     t = T.load_trace(p)
     assert len(t) == 1 and t.n_events == 1 and math.isclose(float(t.start[0]), 50.0)
 
@@ -162,14 +163,14 @@ def test_launch_shapes_read_in_the_first_pass_are_the_second_passes(tmp_path, mo
             want.append((shape_key(a["grid"], a["block"]), a["shared memory"], -1))
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": evs}, indent=1))
-    monkeypatch.setattr(T, "WINDOW", 2000)
+    monkeypatch.setattr(TS, "WINDOW", 2000)
     monkeypatch.setenv("CGTOOL_TRACE_SCAN", "1")  # the compiled scan of the text, where it is built
     t = T.load_trace(p)
     assert list(zip(t.shape.tolist(), t.shared_memory.tolist(), t.nbytes.tolist())) == want
     monkeypatch.setenv("CGTOOL_TRACE_SCAN", "0")  # msgspec's two passes
     shaped = []
-    real = T._columnize
-    monkeypatch.setattr(T, "_columnize", lambda evs, blob, acc, sh=False: shaped.append(sh) or real(evs, blob, acc, sh))
+    real = TD._columnize
+    monkeypatch.setattr(TD, "_columnize", lambda evs, blob, acc, sh=False: shaped.append(sh) or real(evs, blob, acc, sh))
     t = T.load_trace(p)
     assert list(zip(t.shape.tolist(), t.shared_memory.tolist(), t.nbytes.tolist())) == want
     assert any(shaped) and not all(shaped)
@@ -188,10 +189,10 @@ def test_compiled_columns_equal_the_python_passes(data_dir, monkeypatch, tmp_pat
     and through the Python passes it stands in for, on every real trace here (cgtool's, the
     torch.profiler's, record's) and on the tricky document (instant events, launches, names,
     channel types as names): the same columns, names and launches, chunk by chunk."""
-    if T._fast_columns() is None:
+    if TD._fast_columns() is None:
         pytest.skip("the compiled columns are not built here")
     monkeypatch.setenv("CGTOOL_TRACE_SCAN", "0")  # msgspec's decoding (the scan is tests/test_trace_scan.py's)
-    monkeypatch.setattr(T, "WINDOW", 4096)
+    monkeypatch.setattr(TS, "WINDOW", 4096)
     paths = sorted(data_dir.glob("*/*trace.json.gz")) + sorted(data_dir.glob("record_*/trace.json.gz"))
     doc = tricky_doc()
     for e in doc["traceEvents"][:3]:
@@ -201,7 +202,7 @@ def test_compiled_columns_equal_the_python_passes(data_dir, monkeypatch, tmp_pat
     tricky.write_text(json.dumps(doc))
     paths.append(tricky)
     assert len(paths) > 10
-    real = T._fast_columns()
+    real = TD._fast_columns()
     taken = []
 
     class Counting:  # the compiled columns, counting the chunks they took (None: the Python passes)
@@ -211,9 +212,24 @@ def test_compiled_columns_equal_the_python_passes(data_dir, monkeypatch, tmp_pat
             return r
 
     for p in paths:
-        monkeypatch.setattr(T, "_FAST", Counting())
+        monkeypatch.setattr(TD, "_FAST", Counting())
         compiled = _all_columns(T.load_trace(p))
-        monkeypatch.setattr(T, "_FAST", False)
+        monkeypatch.setattr(TD, "_FAST", False)
         python = _all_columns(T.load_trace(p))
         assert compiled == python, p
     assert sum(taken) > 0.9 * len(taken), "the compiled pass took nearly every chunk"
+
+
+def test_the_model_types_import_without_the_readers():
+    """``from cgtool.artifacts.trace import Trace`` loads the model alone; the readers come with
+    their first use."""
+    import subprocess
+    import sys
+
+    code = ("import json, sys; import cgtool.artifacts.trace as T; from cgtool.artifacts.trace import Trace, KINDS; "
+            "a = sorted(m for m in sys.modules if m.startswith('cgtool.artifacts.trace')); T.load_trace; "
+            "b = sorted(m for m in sys.modules if m.startswith('cgtool.artifacts.trace')); print(json.dumps([a, b]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    before, after = json.loads(out)
+    assert before == ["cgtool.artifacts.trace", "cgtool.artifacts.trace.model"]
+    assert {"cgtool.artifacts.trace.stream", "cgtool.artifacts.trace.decode"} <= set(after)

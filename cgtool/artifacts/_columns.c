@@ -1,4 +1,4 @@
-/* The trace reader's columns of GPU events (cgtool.artifacts.trace): scan() reads them straight from
+/* The trace reader's columns of GPU events (cgtool.artifacts.trace.decode): scan() reads them straight from
  * a chunk's JSON text; gpu_columns() makes them in one pass over a chunk msgspec decoded (below).
  *
  * Why C: the reader decodes a chunk of chrome-trace events with msgspec into small structs, then
@@ -643,7 +643,7 @@ static P parse_args(P p, P e, Args *a, int64_t max_gid, int depth, int *fail) {
     }
 }
 
-/* launch_shape (trace.py) of (grid, block): 0 when either is missing or empty; -1 where the
+/* launch_shape (trace/model.py) of (grid, block): 0 when either is missing or empty; -1 where the
  * compiler has no 128-bit integers (the caller then leaves the run to msgspec). */
 static int64_t shape_key(const Args *a) {
     if (!a->has_grid || !a->has_block || !a->n_grid || !a->n_block) return 0;

@@ -12,6 +12,7 @@ embedded under the top-level key ``"cgtool"``.
 from __future__ import annotations
 
 import heapq
+from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
 from cgtool.artifacts.names import demangle
@@ -20,6 +21,29 @@ TRACE_SCHEMA_VERSION = 1
 _GPU_CAT = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
 #: Offset between the tid of a stream's overflow lanes.
 LANE_STRIDE = 1 << 24
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """What ``cgtool trace`` wrote (``capture.tracing.record_trace``): counts for the command's one-line
+    report."""
+
+    path: str
+    collector: str
+    gpu_events: int
+    graphs: int
+    exec_graph_ids: list[int]
+    channels: list[int]
+    dropped: int
+    has_node_ids: bool
+    rank: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TraceSummary":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
 
 
 def _assign_lanes(events: list[dict[str, Any]]) -> None:

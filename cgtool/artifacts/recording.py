@@ -1,6 +1,10 @@
-"""Reading a ``cgtool record`` folder: the program's process tree and each process's graphs.
+"""A ``cgtool record`` folder's contract: its typed structs (``ProcessIndex`` with its ``GraphEntry``s
+and ``MemoryLedger``, ``TreeIndex`` with its ``TreeProcess``es, ``ExportRecord`` the ``record`` block
+of each graph export), its schema constants, its one atomic writer (``write_atomic``, used by the
+recorder for every file it writes) and its reader (``load_tree``, ``load_recordings``), which gives
+the same types back.
 
-Pure file reading: no torch, no capture imports. Layout written by ``cgtool/capture/record``::
+No torch, no capture imports. Layout written by ``cgtool/capture/record``::
 
     OUT/index.json              the tree (schema 2): program, exit code, processes[] (pid, parent,
                                 argv, rank, started_as, followed, folder, exit code and who saw it,
@@ -22,45 +26,259 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from cgtool.artifacts.jsonio import load_json
+import msgspec
+
+from cgtool.artifacts.jsonio import field_error, load_json
+from cgtool.artifacts.stacks import Dump
+from cgtool.artifacts.stacks import read as read_stacks
 from cgtool.errors import InvalidInputError
 
 INDEX = "index.json"
-#: Newest schemas this reader knows: a process's index, the tree's index.
+#: The schemas of a recording, written by the recorder and the newest this reader knows: a process's
+#: index (``ProcessIndex``), the tree's index (``TreeIndex``).
 PROCESS_SCHEMA = 1
 TREE_SCHEMA = 2
 
 
+# ------------------------------------------------------------------------------ the typed contract
+# Every field but the schema and a graph's file has a default: older recordings, which lack the
+# newer fields, load with them. Unknown keys are ignored (a newer recorder of the same schema).
+class _Entry(msgspec.Struct, kw_only=True, frozen=True):
+    pass
+
+
+class TracedLaunch(_Entry, frozen=True):
+    """One replay traced with ``--trace-replays``: its launch's correlation id and source line."""
+
+    correlation: int | None = None
+    launch_seq: int | None = None  # the process's n-th graph launch
+    site: str | None = None  # file:line of the launch, None where unknown
+
+
+class GraphEntry(_Entry, frozen=True):
+    """One graph of a process's index."""
+
+    file: str  # its export, beside the index (graph_NNN.json)
+    label: str = ""  # "#<seq> file.py:line"
+    exec_graph_id: int | None = None
+    template_graph_id: int | None = None
+    nodes: int = 0
+    captured_at: str | None = None  # file:line where the capture began
+    capture_s: float | None = None
+    instantiate_s: float | None = None
+    export_s: float | None = None
+    write_s: float | None = None
+    recorder_s: dict[str, Any] = {}  # the recorder's own time in this graph's callbacks, by part
+    reserved_during_capture: int | None = None  # bytes the process took from CUDA during the capture
+    pool: str | None = None  # "a,b": torch's memory pool id
+    replays: int = 0
+    replays_complete: bool = True  # False: replays were not counted for a while (a suspension)
+    traced_replays: int = 0
+    compiled_code: str | None = None  # Inductor output code that ran inside the capture
+    capture_inputs: dict[str, Any] | None = None
+    time_since_start_s: float | None = None
+    traced_launches: list[TracedLaunch] = []
+    kernel_ns: int | None = None  # with --coverage: GPU time of the graph's kernels
+    kernels: int | None = None
+
+    @property
+    def seq(self) -> int:
+        """The graph's number in its process (from the label ``#<seq> ...``; 0 where absent)."""
+        head = self.label.split()[0] if self.label else ""
+        return int(head[1:]) if head.startswith("#") and head[1:].isdigit() else 0
+
+
+class PoolBytes(_Entry, frozen=True):
+    pool: str
+    bytes_reserved: int = 0
+    graphs: list[int] = []  # seq of the graphs captured into the pool
+
+
+class GraphMemory(_Entry, frozen=True):
+    seq: int
+    pool: str | None = None
+    reserved_during_capture: int | None = None
+
+
+class MemoryLedger(_Entry, frozen=True):
+    """torch's allocator at the process's exit: bytes per graph pool, against the peak. ``error``
+    alone where torch's allocator could not be read."""
+
+    pools: list[PoolBytes] = []
+    graphs: list[GraphMemory] = []
+    bytes_held_by_graph_pools: int | None = None
+    bytes_reserved_at_exit: int | None = None
+    peak_bytes_reserved: int | None = None
+    note: str | None = None
+    error: str | None = None
+
+
+class CompileNotes(_Entry, frozen=True):
+    cudagraph_skips: list[dict[str, Any]] = []  # torch.compile's "skipping cudagraphs" reasons
+    graphs_from_compiled_code: list[str] = []  # labels
+
+
+class ProcessIndex(_Entry, frozen=True):
+    """``p<PID>/index.json``: one recorded process."""
+
+    cgtool_record: int  # PROCESS_SCHEMA
+    graphs: list[GraphEntry]
+    program: list[str] = []
+    pid: int | None = None
+    parent: int | None = None
+    started_as: str | None = None  # root | spawn | forkserver | fork | exec | python
+    started: float | None = None  # time.time()
+    finished: bool = False  # the recorder finished (False: killed, crashed, or still running)
+    exit_code: int | None = None
+    exit: dict[str, Any] | None = None  # how it ended, as the recorder saw it
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    cuda: dict[str, Any] | None = None  # e.g. a fork of a process that had initialised CUDA
+    compile: CompileNotes = CompileNotes()
+    coverage: dict[str, Any] | None = None  # with --coverage
+    ledger: MemoryLedger | None = None
+    trace: str | None = None  # with --trace-replays: the trace's file name
+    suspended: list[dict[str, Any]] = []
+    children: list[dict[str, Any]] = []  # processes it started, as it saw them
+    recorder_errors: list[str] = []
+    subscriber: str | None = None
+    callback_stats: dict[str, Any] = {}
+    launch_callbacks: int | None = None
+    launches_in_python: int | None = None
+    recorder_timings: dict[str, Any] = {}  # seconds, by phase
+    timeline: dict[str, Any] = {}  # time.time() of the run's phases
+    layout: Any = None
+    #: where the process stood when stopped or stalled (capture/record/stops.py): main_thread, stack_file,
+    #: dumped_on, hang_after_s, hangs_seen, last_graph, destroy_process_group; None before it was recorded
+    stopping: dict[str, Any] | None = None
+
+
+class ExportRecord(_Entry, frozen=True):
+    """The ``record`` block of a recorded graph's export (``graph_NNN.json``, in its ``cgtool`` block):
+    the capture as the recorder saw it. ``replays`` and ``kernel_ns`` are brought up to date when the
+    process finishes."""
+
+    label: str
+    seq: int
+    captured_at: dict[str, Any]  # the capture site: file, line, function, call, op, module, stack
+    template_graph_id: int | None = None
+    pool: list[int] | None = None  # torch's memory pool id
+    reserved_during_capture: int | None = None
+    replays: int = 0
+    compiled_code: str | None = None
+    capture_inputs: dict[str, Any] | None = None
+    thread: str | int = "main"  # "main", or the capturing thread's id
+    time_since_start_s: float | None = None
+    pid: int | None = None
+    kernel_ns: int | None = None  # with --coverage
+
+
+class TreeProcess(_Entry, frozen=True):
+    """One process of the tree's index, recorded (``followed``) or not."""
+
+    pid: int | None = None
+    parent: int | None = None
+    argv: list[str] = []
+    exe: str | None = None
+    started_as: str | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    folder: str | None = None
+    followed: bool = False
+    finished: bool | None = None
+    exit_code: int | None = None
+    exit_code_seen_by: str | None = None
+    exit_code_reported: int | None = None  # what the process reported, where another code was seen
+    exit: dict[str, Any] | None = None
+    cuda: dict[str, Any] | None = None
+    graphs: int | None = None
+    replays: int | None = None
+    suspended: bool = False
+    reason: str | None = None
+    makes_no_graphs: str | None = None  # a helper command: what it is
+
+
+class TreeIndex(_Entry, frozen=True):
+    """``OUT/index.json``: the program's process tree."""
+
+    cgtool_record: int  # TREE_SCHEMA
+    processes: list[TreeProcess]
+    program: list[str] = []
+    exit_code: int | None = None
+    root_pid: int | None = None
+    started: float | None = None
+    ended: float | None = None
+    options: dict[str, Any] = {}
+    followed: int = 0
+    not_followed: int = 0
+    helpers: int = 0
+    unfinished: int = 0
+    complete: bool = False
+    notes: list[str] = []
+
+
+def write_atomic(path: str | os.PathLike[str], doc: Any, *, indent: int = 0) -> None:
+    """The recording's one writer: ``doc`` (a struct above, a graph export, a trace) as JSON at
+    ``path``, through a temporary file and a rename, so a reader never sees half a file. msgspec's
+    encoder: exports are written while the program runs, and ``json.dump`` took milliseconds per graph."""
+    data = msgspec.json.encode(doc)
+    if indent:
+        data = msgspec.json.format(data, indent=indent)
+    tmp = f"{os.fspath(path)}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _typed(doc: Any, kind: type[Any], path: Path) -> Any:
+    try:
+        return msgspec.convert(doc, kind)
+    except msgspec.ValidationError as e:
+        raise InvalidInputError(f"{path}: {field_error(e)}. The recording was edited or damaged; record the "
+                                "program again.") from None
+
+
 @dataclass(frozen=True)
 class Recording:
-    """One process's recording: its folder and its parsed index."""
+    """One process's recording: its folder and its index."""
 
     folder: Path
-    index: dict[str, Any]
+    index: ProcessIndex
     rank: int | None
 
     @property
-    def graphs(self) -> list[dict[str, Any]]:
-        return list(self.index.get("graphs", []))
+    def graphs(self) -> list[GraphEntry]:
+        return list(self.index.graphs)
 
     @property
     def pid(self) -> int | None:
-        v = self.index.get("pid")
-        return v if isinstance(v, int) else None
+        return self.index.pid
 
     @property
     def parent(self) -> int | None:
-        v = self.index.get("parent")
-        return v if isinstance(v, int) else None
+        return self.index.parent
 
-    def graph_doc(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def graph_doc(self, entry: GraphEntry) -> dict[str, Any]:
         """The export of one index entry (plain or gzipped file)."""
-        doc: dict[str, Any] = read_json(self.folder / str(entry["file"]))
+        doc: dict[str, Any] = read_json(self.folder / entry.file)
         return doc
+
+    # -- where the process stopped (capture/record/stops.py writes them; inspect/stops.py reads them)
+    @property
+    def stopping(self) -> dict[str, Any]:
+        """The index's ``stopping`` block (``{}`` in recordings made before it existed): main_thread,
+        stack_file, dumped_on, hang_after_s, hangs_seen, last_graph, destroy_process_group."""
+        return dict(self.index.stopping or {})
+
+    def stack_dumps(self) -> list[Dump]:
+        """The stack dumps in the process's ``stacks.txt`` (signals, fatal errors, stalls)."""
+        return read_stacks(self.folder, str(self.stopping.get("stack_file") or "stacks.txt"))
 
 
 # ------------------------------------------------------------------------------ helper commands
@@ -99,22 +317,22 @@ def helper_command(argv: list[str], exe: str | None = None) -> str | None:
     return None
 
 
-def helpers_in(processes: Iterable[dict[str, Any]]) -> dict[int, str]:
+def helpers_in(processes: Iterable[TreeProcess]) -> dict[int, str]:
     """``{pid: what}`` for the processes of a tree that were not followed and make no CUDA graph:
     helper commands, and the unrecorded processes they started (a compiler's own passes)."""
-    procs = [p for p in processes if isinstance(p, dict) and isinstance(p.get("pid"), int)]
+    procs = [p for p in processes if p.pid is not None]
     out: dict[int, str] = {}
     for p in procs:
-        if not p.get("followed"):
-            what = p.get("makes_no_graphs") or helper_command([str(a) for a in p.get("argv") or []], p.get("exe"))
+        if not p.followed and p.pid is not None:
+            what = p.makes_no_graphs or helper_command(list(p.argv), p.exe)
             if what:
-                out[p["pid"]] = str(what)
+                out[p.pid] = what
     changed = True
     while changed:  # a helper's unrecorded children, and theirs
         changed = False
         for p in procs:
-            if not p.get("followed") and p["pid"] not in out and p.get("parent") in out:
-                out[p["pid"]] = f"started by {out[p['parent']].split(' (')[0]}"
+            if not p.followed and p.pid is not None and p.pid not in out and p.parent in out:
+                out[p.pid] = f"started by {out[p.parent].split(' (')[0]}"
                 changed = True
     return out
 
@@ -138,7 +356,6 @@ class ProcessEntry:
     reason: str | None = None  # why it has no recording (or why its recording is not finished)
     cuda: dict[str, Any] | None = None
     helper: str | None = None  # not followed, and a helper command that makes no CUDA graph: what it is
-    raw: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -146,23 +363,21 @@ class RecordingTree:
     """A whole recording: its processes, and the recordings of those that were followed."""
 
     folder: Path
-    index: dict[str, Any] | None  # the tree's index.json (None for the older layouts)
+    index: TreeIndex | None  # the tree's index.json (None for the older layouts)
     processes: list[ProcessEntry]
     recordings: list[Recording]
 
     @property
     def program(self) -> list[str]:
         if self.index is not None:
-            return list(self.index.get("program") or [])
-        return list(self.recordings[0].index.get("program") or []) if self.recordings else []
+            return list(self.index.program)
+        return list(self.recordings[0].index.program) if self.recordings else []
 
     @property
     def exit_code(self) -> int | None:
         if self.index is not None:
-            v = self.index.get("exit_code")
-        else:
-            v = self.recordings[0].index.get("exit_code") if self.recordings else None
-        return v if isinstance(v, int) else None
+            return self.index.exit_code
+        return self.recordings[0].index.exit_code if self.recordings else None
 
     @property
     def complete(self) -> bool:
@@ -196,10 +411,10 @@ def read_json(path: Path) -> Any:
 
 def trace_path(rec: "Recording") -> Path | None:
     """The recording's trace file (``--trace-replays``), or None."""
-    name = rec.index.get("trace")
+    name = rec.index.trace
     if not name:
         return None
-    p = rec.folder / str(name)
+    p = rec.folder / name
     return p if p.exists() else p.with_name(p.name + ".gz")
 
 
@@ -207,7 +422,7 @@ def graph_paths(rec: "Recording") -> list[Path]:
     """The export file of every graph of the recording, in index order."""
     out = []
     for g in rec.graphs:
-        p = rec.folder / str(g["file"])
+        p = rec.folder / g.file
         out.append(p if p.exists() else p.with_name(p.name + ".gz"))
     return out
 
@@ -234,18 +449,11 @@ def is_recording(folder: Path) -> bool:
     return folder.is_dir() and (_has_index(folder) or any(_has_index(d) for d in folder.glob("rank*")))
 
 
-def _entry(p: dict[str, Any]) -> ProcessEntry:
-    def i(k: str) -> int | None:
-        v = p.get(k)
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-    return ProcessEntry(pid=i("pid"), parent=i("parent"), argv=[str(a) for a in p.get("argv") or []],
-                        followed=bool(p.get("followed")), folder=p.get("folder") if p.get("followed") else None,
-                        rank=i("rank"), started_as=p.get("started_as"), exit_code=i("exit_code"),
-                        exit_code_seen_by=p.get("exit_code_seen_by"),
-                        finished=p.get("finished") if isinstance(p.get("finished"), bool) else None,
-                        graphs=i("graphs"), replays=i("replays"), reason=p.get("reason"),
-                        cuda=p.get("cuda") if isinstance(p.get("cuda"), dict) else None, raw=dict(p))
+def _entry(p: TreeProcess, helper: str | None) -> ProcessEntry:
+    return ProcessEntry(pid=p.pid, parent=p.parent, argv=list(p.argv), followed=p.followed,
+                        folder=p.folder if p.followed else None, rank=p.rank, started_as=p.started_as,
+                        exit_code=p.exit_code, exit_code_seen_by=p.exit_code_seen_by, finished=p.finished,
+                        graphs=p.graphs, replays=p.replays, reason=p.reason, cuda=p.cuda, helper=helper)
 
 
 def _rel(folder: Path, sub: Path) -> str:
@@ -259,11 +467,11 @@ def _rel(folder: Path, sub: Path) -> str:
 
 def from_recordings(folder: Path, recs: list[Recording]) -> RecordingTree:
     """A tree of the given process recordings (the older layouts, which record no tree)."""
-    procs = [ProcessEntry(pid=r.pid, parent=r.parent, argv=[str(a) for a in r.index.get("program") or []],
+    procs = [ProcessEntry(pid=r.pid, parent=r.parent, argv=list(r.index.program),
                           followed=True, folder=_rel(folder, r.folder),
-                          rank=r.rank, exit_code=r.index.get("exit_code"), exit_code_seen_by="itself",
-                          finished=bool(r.index.get("finished")), graphs=len(r.graphs),
-                          replays=sum(int(g.get("replays") or 0) for g in r.graphs)) for r in recs]
+                          rank=r.rank, exit_code=r.index.exit_code, exit_code_seen_by="itself",
+                          finished=r.index.finished, graphs=len(r.graphs),
+                          replays=sum(g.replays for g in r.graphs)) for r in recs]
     return RecordingTree(folder, None, procs, recs)
 
 
@@ -271,24 +479,25 @@ def load_tree(folder: Path) -> RecordingTree:
     """The recording in ``folder``: a whole program's, one process's, or the older per-rank layout."""
     folder = Path(folder)
     if _has_index(folder):
-        idx = read_json(folder / INDEX)
-        if isinstance(idx, dict) and "processes" in idx:
-            _check_tree(idx, folder)
-            helpers = helpers_in(idx["processes"])
-            procs = [replace(e, helper=helpers.get(e.pid)) if e.pid in helpers else e
-                     for e in (_entry(p) for p in idx["processes"] if isinstance(p, dict))]
+        doc = read_json(folder / INDEX)
+        if isinstance(doc, dict) and "processes" in doc:
+            tree = read_tree_index(doc, folder)
+            helpers = helpers_in(tree.processes)
+            procs = [_entry(p, helpers.get(p.pid) if p.pid is not None and not p.followed else None)
+                     for p in tree.processes]
             recs = []
             for p in procs:
                 if p.folder and _has_index(folder / p.folder):
-                    sub = read_json(folder / p.folder / INDEX)
-                    recs.append(Recording(folder / p.folder, _check(sub, folder / p.folder), sub.get("rank")))
-            return RecordingTree(folder, idx, procs, recs)
-        return from_recordings(folder, [Recording(folder, _check(idx, folder), idx.get("rank"))])
+                    sub = read_process_index(read_json(folder / p.folder / INDEX), folder / p.folder)
+                    recs.append(Recording(folder / p.folder, sub, sub.rank))
+            return RecordingTree(folder, tree, procs, recs)
+        idx = read_process_index(doc, folder)
+        return from_recordings(folder, [Recording(folder, idx, idx.rank)])
     out = []
     for d in sorted(folder.glob("rank*")):
         if _has_index(d):
-            idx = read_json(d / INDEX)
-            out.append(Recording(d, _check(idx, d), idx.get("rank")))
+            idx = read_process_index(read_json(d / INDEX), d)
+            out.append(Recording(d, idx, idx.rank))
     if not out:
         raise InvalidInputError(f"{folder} holds no recording (no index.json, no rank*/index.json). "
                                 "Make one with `cgtool record -o DIR -- python prog.py`.")
@@ -300,19 +509,25 @@ def load_recordings(folder: Path) -> list[Recording]:
     return load_tree(folder).recordings
 
 
-def _check(idx: Any, folder: Path) -> dict[str, Any]:
+def read_process_index(idx: Any, folder: Path) -> ProcessIndex:
+    """A process's index (as read from ``folder/index.json``) in its type: refused when it is not one,
+    is of a newer schema, or a field has another type."""
     if not isinstance(idx, dict) or "cgtool_record" not in idx or not isinstance(idx.get("graphs"), list):
         raise InvalidInputError(f"{folder / INDEX} is not a cgtool recording index (no cgtool_record/graphs keys).")
-    if int(idx["cgtool_record"]) > PROCESS_SCHEMA:
+    if not isinstance(idx["cgtool_record"], int) or idx["cgtool_record"] > PROCESS_SCHEMA:
         raise InvalidInputError(f"{folder / INDEX} has recording schema {idx['cgtool_record']}, newer than this "
                                 f"cgtool reads ({PROCESS_SCHEMA}); upgrade cgtool.")
-    return idx
+    index: ProcessIndex = _typed(idx, ProcessIndex, folder / INDEX)
+    return index
 
 
-def _check_tree(idx: dict[str, Any], folder: Path) -> None:
+def read_tree_index(idx: dict[str, Any], folder: Path) -> TreeIndex:
+    """The tree's index (``folder/index.json``) in its type."""
     v = idx.get("cgtool_record")
     if not isinstance(v, int) or not isinstance(idx.get("processes"), list):
         raise InvalidInputError(f"{folder / INDEX} is not a cgtool recording index (no cgtool_record/processes keys).")
     if v > TREE_SCHEMA:
         raise InvalidInputError(f"{folder / INDEX} has recording schema {v}, newer than this cgtool reads "
                                 f"({TREE_SCHEMA}); upgrade cgtool.")
+    tree: TreeIndex = _typed(idx, TreeIndex, folder / INDEX)
+    return tree

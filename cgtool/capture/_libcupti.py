@@ -1,4 +1,5 @@
-"""libcupti loaded without cupti-python, and CUPTI's graph, exec and node ids through ctypes.
+"""libcupti located once for the whole of cgtool (:func:`load_libcupti`), without cupti-python, and
+CUPTI's graph, exec and node ids through ctypes.
 
 The graph reader (``graphread.py``) and the recorder's subscriber (``record/_subscriber.py``) both
 use these; this module imports only the standard library (and numpy lazily, for a batch of node
@@ -20,25 +21,57 @@ from cgtool.capture import _fastcuda
 _WHEEL_PATHS = (("nvidia", "cu13", "lib", "libcupti.so.13"), ("nvidia", "cuda_cupti", "lib", "libcupti.so.12"))
 
 
-def load_libcupti() -> Any:
-    """libcupti, without importing cupti-python; OSError when it cannot be found.
+def mapped_libcupti() -> list[str]:
+    """The libcupti files this process has mapped (``/proc/self/maps``; empty where there is none)."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            data = f.read()
+    except OSError:  # no /proc: nothing known to be mapped
+        return []
+    if b"libcupti.so" not in data:  # the usual answer at a program's start: one search, no line split
+        return []
+    return sorted({line.split()[-1].decode() for line in data.splitlines() if b"libcupti.so" in line})
 
-    cuda.pathfinder is how cupti-python finds libcupti (the nvidia-cuda-cupti wheel's copy, then
-    the system's), and torch preloads the same wheel's file: loaded first, it is the one copy the
-    process maps (``benchmarks/probe_libcupti.py`` checks that on the GPU machine). The wheel's
-    file is looked for on ``sys.path`` first, as torch does, because importing cuda.pathfinder
-    adds to the program's start (docs/performance.md#hand-written-code); cuda.pathfinder finds the
-    others (a CUDA toolkit, conda).
+
+def _open(path: str) -> Any:
+    lib = ctypes.CDLL(path)  # the same handle where the path is loaded: dlopen only counts up
+    lib.cuptiSubscribe  # noqa: B018  (probe the symbol)
+    return lib
+
+
+def load_libcupti(cupti: Any = None) -> Any:
+    """The process's libcupti, the one place cgtool finds it; OSError when it cannot be found.
+
+    CUPTI takes one subscriber per process, and each copy of libcupti its own: every part of
+    cgtool (the export's ids, the recorder's subscriber) must use the copy the process already
+    maps, so that copy is the answer wherever there is one (torch, cupti-python or an earlier call
+    loaded it). With ``cupti`` (cupti-python) and nothing mapped yet, a first cheap call makes it
+    load its copy, which is then the answer. Else it is loaded as torch and cupti-python would
+    load it: the nvidia-cuda-cupti wheel's file on ``sys.path`` first (torch looks there, and
+    importing cuda.pathfinder adds to the program's start: docs/performance.md#hand-written-code),
+    then cuda.pathfinder, which is how cupti-python finds it (a CUDA toolkit, conda).
+    ``benchmarks/probe_libcupti.py`` checks on the GPU machine that a process maps one copy.
     """
-
+    paths = mapped_libcupti()
+    if not paths and cupti is not None:
+        try:
+            cupti.get_timestamp()
+        except Exception:
+            pass
+        paths = mapped_libcupti()
+    for path in paths:
+        try:
+            return _open(path)
+        except (OSError, AttributeError):
+            continue
+    if cupti is not None and paths:
+        raise OSError(f"the libcupti this process maps ({', '.join(paths)}) has no cuptiSubscribe")
     for entry in sys.path:
         for parts in _WHEEL_PATHS:
             path = os.path.join(entry or ".", *parts)
             if os.path.isfile(path):
                 try:
-                    lib = ctypes.CDLL(path)
-                    lib.cuptiSubscribe  # noqa: B018  (probe the symbol)
-                    return lib
+                    return _open(path)
                 except (OSError, AttributeError):
                     continue
     from cgtool.capture._deps import no_ldconfig
@@ -52,12 +85,10 @@ def load_libcupti() -> Any:
         found = pathfinder.load_nvidia_dynamic_lib("cupti")
     except Exception as e:  # not found, or a pathfinder that does not know libcupti
         raise OSError(f"cuda.pathfinder could not load libcupti ({type(e).__name__}: {e})") from None
-    lib = ctypes.CDLL(found.abs_path)  # the same handle: dlopen of a loaded path only counts up
     try:
-        lib.cuptiSubscribe  # noqa: B018  (probe the symbol)
+        return _open(found.abs_path)
     except AttributeError:
         raise OSError(f"{found.abs_path} has no cuptiSubscribe") from None
-    return lib
 
 
 class CuptiIds:

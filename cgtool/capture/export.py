@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from cgtool import __version__
+from cgtool._version import __version__
 from cgtool.capture import _fastcuda
 from cgtool.capture._deps import check, require_bindings
 from cgtool.artifacts.graph import LOW32, SCHEMA_VERSION

@@ -68,7 +68,7 @@ def _torch() -> Any:
 
 def machine_facts() -> list[Fact]:
     """Every answer, in display order."""
-    from cgtool import __version__
+    from cgtool._version import __version__
 
     facts = [Fact("cgtool", "cgtool", __version__),
              Fact("python", "Python", platform.python_version(), sys.executable)]

@@ -237,7 +237,7 @@ def capture_workload(
     callbacks around the capture; the exports carry a ``source`` per node, as ``cgtool record``'s).
     """
     setup = resolve(target, args)  # file/function errors first: they need no GPU to report
-    torch = require_cuda("Capturing a workload")
+    require_cuda("Capturing a workload")  # before the setup runs: it may allocate on the GPU
     tracker: Any = None
     if sources:
         from cgtool.capture.node_sources import NodeSources
@@ -251,6 +251,18 @@ def capture_workload(
             check_replay(cap, rtol, atol)
         return cap
 
+    cap = warm_and_capture(target, step, warmup=warmup, capture_error_mode=capture_error_mode, tracker=tracker)
+    if check:  # after the capture: the graph's memory is placed as in the user's program
+        check_replay(cap, rtol, atol)
+    return cap
+
+
+def warm_and_capture(target: Target, step: Callable[[], Any], *, warmup: int = 3, capture_error_mode: str = "global",
+                     tracker: Any = None) -> Captured:
+    """Warm ``step`` up ``warmup`` times on a side stream (``warm_up``), then capture it on a new
+    stream of its own (``capture_step``), as ``torch.cuda.graph`` does: a workload's step
+    (``capture_workload``) or a caller's own callable (the pytest fixture ``cgtool_bench``)."""
+    torch = require_cuda("Capturing a workload")
     t0 = time.perf_counter()
     sync_sites: list[str] = []
     warm_up(target, step, torch.cuda.Stream(), warmup, sync_sites)
@@ -259,8 +271,6 @@ def capture_workload(
     cap = capture_step(target, step, torch.cuda.Stream(), capture_error_mode=capture_error_mode, tracker=tracker,
                        sync_sites=sync_sites)
     cap.timings = {"warmup_s": warm_s, **cap.timings}
-    if check:  # after the capture: the graph's memory is placed as in the user's program
-        check_replay(cap, rtol, atol)
     return cap
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from cgtool import __version__
+from cgtool._version import __version__
 from cgtool.cli._guard import EXIT_PIPE_CLOSED, guarded
 
 __all__ = ["EXIT_PIPE_CLOSED", "make_app", "run_app"]

@@ -73,12 +73,21 @@ def deps(
     if len(runs) > 1 and (annotate or compare):
         raise UsageError(f"{_path(trace)} holds {len(runs)} traces; --annotate and --compare take one: pick it with "
                          "--rank/--process, or pass one trace file.")
-    con = console_for(json_out, annotate)
-    compared = _deps_show(con, runs, graph or [], compare, tolerance_us, top, max_bytes, max_connections)
+    compared = None
+    if compare is not None:
+        from cgtool.inspect.files import compare_run
+
+        compared = compare_run(runs[0], compare, graph or [], tolerance_us=tolerance_us, max_bytes=max_bytes)
+    from cgtool.inspect.documents import nccl_figures
+
+    nccl = nccl_figures(runs, max_bytes)  # per-rank traces whose graphs hold NCCL kernels; else None
+    _deps_show(console_for(json_out, annotate), runs, compared, top, nccl)
     if json_out is not None:  # built only when asked for: a trace may hold 100,000s of replays
         from cgtool.artifacts.jsonio import write_json
 
-        write_json(json_out, _deps_json(runs, compared), force=force)
+        from cgtool.inspect.documents import deps_document
+
+        write_json(json_out, deps_document(runs, compared, nccl), force=force)
         wrote(json_out)
     if annotate is not None:
         from cgtool.artifacts.jsonio import write_json
@@ -103,8 +112,7 @@ def deps(
                               f"--fail-on-fake {fail_on_fake}.")
 
 
-def _deps_show(con: Any, runs: list[Any], graph: list[Path], compare: Optional[Path], tolerance_us: float, top: int,
-               max_bytes: int | None, max_connections: Optional[int]) -> dict[str, Any] | None:
+def _deps_show(con: Any, runs: list[Any], compared: dict[str, Any] | None, top: int, nccl: Any = None) -> None:
     from cgtool.report.tables import compare_report, deps_ranks_table, deps_report, show
 
     for run in runs:
@@ -115,35 +123,12 @@ def _deps_show(con: Any, runs: list[Any], graph: list[Path], compare: Optional[P
         ranked = {r.rank: r.result for r in runs if r.rank is not None}
         if len(ranked) == len(runs):
             show(con, deps_ranks_table(ranked))
-    if compare is None:
-        return None
-    from cgtool.inspect.deps import compare_traces
-    from cgtool.inspect.files import deps_runs
+            if nccl is not None:
+                from cgtool.report.collectives_table import collectives_table
 
-    (other,) = deps_runs(compare, graph or [], tolerance_us=tolerance_us, max_bytes=max_bytes)  # its own setting
-    compared = compare_traces(runs[0].result, other.result, str(runs[0].path), str(compare))
-    compare_report(con, compared)
-    return compared
-
-
-def _deps_json(runs: list[Any], compared: dict[str, Any] | None) -> dict[str, Any]:
-    from cgtool.inspect.documents import deps_doc
-
-    def doc(run: Any) -> dict[str, Any]:
-        d = deps_doc(run.result, run.overhead)
-        if len(runs) > 1:  # which file each is (one trace's document is the same whatever its path)
-            d["trace"] = str(run.path)
-        d["graphs"] = {str(gid): run.result.figures(gid).to_json() for gid in run.result.graphs}
-        return d
-
-    if len(runs) == 1:
-        d = doc(runs[0])
-        if compared is not None:
-            d["compare"] = compared
-        return d
-    if all(r.rank is not None and r.process is None for r in runs):
-        return {"schema_version": 2, "ranks": {str(r.rank): doc(r) for r in runs}}
-    return {"schema_version": 2, "traces": {r.label: doc(r) for r in runs}}
+                show(con, collectives_table(nccl))
+    if compared is not None:
+        compare_report(con, compared)
 
 
 def topo(

@@ -44,11 +44,8 @@ def report(
                   "install them with `pip install 'cgtool[report]'`.", markup=False, highlight=False,
                   soft_wrap=True)
     title = title or "cgtool report: " + ", ".join(p.name for p in inputs[:3]) + (", ..." if len(inputs) > 3 else "")
-    from cgtool.artifacts.recording import is_recording, load_tree
-    from cgtool.inspect.record_summary import summarize
-
-    recordings = [(str(p), summarize(load_tree(p))) for p in inputs if is_recording(p)]
-    page = render_html(data, title=title, plots=plots, min_fold=collapse, max_fold=max_fold, recordings=recordings)
+    page = render_html(data, title=title, plots=plots, min_fold=collapse, max_fold=max_fold,
+                       recordings=data.recordings)
     atomic_write_bytes(output, page.encode(), force=force)
     wrote(output, f"({plural(len(data.graphs), 'graph')}, {plural(len(data.bench), 'bench result')})")
     url = os.environ.get(REPORT_URL_ENV, "").strip() or ("" if is_stdout(output) else str(output))

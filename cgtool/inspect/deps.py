@@ -21,6 +21,8 @@ what a fake serialization costs the replay is *estimated*.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -50,8 +52,60 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
 
     ``max_connections``: the CUDA_DEVICE_MAX_CONNECTIONS the traced program ran with, where the
     trace does not record it. A trace without channel data whose setting is 1 (recorded, or given)
-    ran every stream's work through hardware channel 0 (measured: DESIGN.md), so its serializations
-    are taken on that one channel, as with channel data."""
+    ran every stream's work through hardware channel 0 (every recording at that setting shows it:
+    docs/deps.md), so its serializations are taken on that one channel, as with channel data."""
+    _check_inputs(trace, graphs)
+    prepared = matching.prepare_graphs(graphs)
+    m, match, incomplete, notes = _match(trace, prepared, tolerance_us)
+    lanes = _lanes(trace, match, max_connections, notes)
+    ev = m.ev
+    start, end = trace.start[ev], trace.end[ev]
+    corr, dev = trace.correlation[ev], trace.device[ev]
+    replay, rfirst = dense(dev, m.graph, corr)
+    lanes_key = ((dev,) if lanes.one_channel else (trace.channel_type[ev], trace.channel[ev])
+                 if lanes.lane is Lane.CHANNEL else (trace.stream[ev],))
+    lane_id, lfirst = dense(*lanes_key)
+    n_rep = len(rfirst)
+    tm = timing.replay_timing(prepared, m, replay, n_rep, start, end)
+    sz = serializations.serializations(trace, prepared, m, replay, lane_id, tm.ready, tolerance_us,
+                                       channel_of=0 if lanes.one_channel else None)
+    cover = waitsmod.coverage(prepared, m)
+    empty = np.zeros(0, np.int64)
+    inferred = waitsmod.Waits([], empty, empty, empty, empty)
+    if lanes.lane is Lane.STREAM:
+        # when each replay's launch had submitted its work (the host's cudaGraphLaunch returned), NaN unknown
+        launch_end = np.array([trace.launch_ends.get(c, np.nan) for c in corr[rfirst].tolist()])[replay]
+        inferred = waitsmod.inferred_waits(prepared, m, start, end, tm.ready, replay, tolerance_us, cover, launch_end)
+    est, save = np.full(n_rep, np.nan), np.full(n_rep, np.nan)
+    filled = np.zeros(n_rep, dtype=bool)
+    cost: dict[str, object] = {}
+    if estimate:
+        cost = saving.estimate(prepared, m, start, end, replay, tm.span, sz.a, sz.b, sz.kind, sz.pair, sz.findings,
+                               inferred.waits, cover, (inferred.b, inferred.a, inferred.index), est, save, filled)
+    ready_wait = start - tm.ready
+    waited = _waited(lanes.lane, sz, inferred, cover, replay, n_rep, tm.ready, start, end, ready_wait, tolerance_us,
+                     cost)
+    o = _replay_order(replay, start, n_rep)
+    stats = {
+        "graph_id": m.graph[rfirst][o], "device": dev[rfirst][o], "correlation": corr[rfirst][o],
+        "events": np.bincount(replay, minlength=n_rep)[o], "span_us": np.round(tm.span[o], 3),
+        "critical_path_us": np.round(tm.critical[o], 3),
+        **{k: v[o] for k, v in _verdict_counts(sz, replay, n_rep).items()},
+        **{k: v[o] for k, v in waited.items()},
+        "estimated_span_us": np.round(est[o], 3), "saving_us": np.round(save[o], 3), "filled": filled[o],
+    }
+    _complete_match(m, trace, o, replay, start, end, lane_id, lfirst, tm.ready, inferred, sz, lanes)
+    res = DepsResult(lanes.lane, match, tolerance_us, sz.findings, stats, inferred.waits, sorted(prepared), notes,
+                     non_graph_events=m.other, match_groups=serializations.group_summary(m), cost=dict(cost),
+                     critical_path_us=tm.median_critical_us, critical_paths=tm.paths, events=m,
+                     incomplete=incomplete, cannot_tell_reason=inferred.reason, source=trace.source,
+                     channels_in_profiler_trace=lanes.profiler and lanes.lane is Lane.CHANNEL and not lanes.one_channel,
+                     channels_from=f"CUDA_DEVICE_MAX_CONNECTIONS=1, {lanes.said_by}" if lanes.one_channel else
+                     ("the trace" if lanes.lane is Lane.CHANNEL else None))
+    return dataclasses.replace(res, suggestions=advice.suggest(res, trace))
+
+
+def _check_inputs(trace: Trace, graphs: Sequence[GraphData]) -> None:
     if not len(trace):
         raise InvalidInputError(
             f"{trace.source} has no GPU events (kernel, gpu_memcpy, gpu_memset) among its "
@@ -62,7 +116,11 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
             f"{trace.source} embeds no graph export and none was given. Pass the export of the "
             "same instantiation with --graph graph.json."
         )
-    prepared = matching.prepare_graphs(graphs)
+
+
+def _match(trace: Trace, prepared: dict[int, matching.PreparedGraph],
+           tolerance_us: float) -> tuple[EventMatch, MatchKind, list[Incomplete], list[str]]:
+    """Which event ran which node: by node ids, or inferred; replays lacking an event of some node left out."""
     notes: list[str] = []
     incomplete: list[Incomplete] = []
     if trace.has_graph_ids:
@@ -89,6 +147,21 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
         notes.append(f"{x.replays} of the {x.of} replays of exec graph {x.graph_id} lack events of some GPU "
                      f"nodes ({_nodes(x.missing)}; correlation ids {x.correlations}) and were left out: "
                      "a replay with a missing event has a wrong span, waits and critical path.")
+    return m, match, incomplete, notes
+
+
+@dataclass(frozen=True)
+class _Lanes:
+    """Where serializations are taken: per channel, or per stream (a trace without channel data)."""
+
+    lane: Lane
+    one_channel: bool  # no channel data, but one connection: every stream's work on channel 0
+    profiler: bool  # a profiler's trace (not cgtool's CUPTI collector)
+    said_by: str  # who says the connections setting
+
+
+def _lanes(trace: Trace, match: MatchKind, max_connections: int | None, notes: list[str]) -> _Lanes:
+    """The lanes of the trace, with the note that says which (appended to ``notes``)."""
     lane = Lane.CHANNEL if trace.has_channels else Lane.STREAM
     profiler = (trace.cgtool or {}).get("collector") not in ("cupti",)
     setting, said_by = stated_connections(trace, max_connections)
@@ -105,89 +178,72 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
     elif profiler:
         notes.append("This profiler trace carries hardware channels" + (" and graph node ids" if match is MatchKind.EXACT
                      else "") + ": serializations are taken per channel, as in a `cgtool trace`.")
-    ev = m.ev
-    start, end = trace.start[ev], trace.end[ev]
-    corr, dev = trace.correlation[ev], trace.device[ev]
-    replay, rfirst = dense(dev, m.graph, corr)
-    lanes_key = ((dev,) if one_channel else (trace.channel_type[ev], trace.channel[ev]) if lane is Lane.CHANNEL
-                 else (trace.stream[ev],))
-    lane_id, lfirst = dense(*lanes_key)
-    n_rep = len(rfirst)
+    return _Lanes(lane, one_channel, profiler, said_by)
 
-    tm = timing.replay_timing(prepared, m, replay, n_rep, start, end)
-    sz = serializations.serializations(trace, prepared, m, replay, lane_id, tm.ready, tolerance_us,
-                                       channel_of=0 if one_channel else None)
-    a, b, kind = sz.a, sz.b, sz.kind
-    n_true = np.bincount(replay[b][kind == 0], minlength=n_rep)
-    n_fake = np.bincount(replay[b][kind == 1], minlength=n_rep)
-    n_und = np.bincount(replay[b][kind == 2], minlength=n_rep)
-    fake_wait = np.bincount(replay[b], weights=sz.wait, minlength=n_rep)
-    counts_ev = np.bincount(replay, minlength=n_rep)
-    t_first = np.full(n_rep, np.inf)
-    np.minimum.at(t_first, replay, start)
-    o = np.argsort(t_first, kind="stable")
-    cover = waitsmod.coverage(prepared, m)
-    empty = np.zeros(0, np.int64)
-    inferred = waitsmod.Waits([], empty, empty, empty, empty)
-    if lane is Lane.STREAM:
-        # when each replay's launch had submitted its work (the host's cudaGraphLaunch returned), NaN unknown
-        launch_end = np.array([trace.launch_ends.get(c, np.nan) for c in corr[rfirst].tolist()])[replay]
-        inferred = waitsmod.inferred_waits(prepared, m, start, end, tm.ready, replay, tolerance_us, cover, launch_end)
-    est = np.full(n_rep, np.nan)
-    save = np.full(n_rep, np.nan)
-    filled = np.zeros(n_rep, dtype=bool)
-    cost: dict[str, object] = {}
-    if estimate:
-        cost = saving.estimate(prepared, m, start, end, replay, tm.span, a, b, kind, sz.pair, sz.findings,
-                               inferred.waits, cover, (inferred.b, inferred.a, inferred.index), est, save, filled)
+
+def _verdict_counts(sz: serializations.Serializations, replay: np.ndarray, n_rep: int) -> dict[str, np.ndarray]:
+    """Per replay: serializations judged true, fake and undecided, and the time fake-serialized work waited."""
+    rb = replay[sz.b]
+    return {"true": np.bincount(rb[sz.kind == 0], minlength=n_rep),
+            "fake": np.bincount(rb[sz.kind == 1], minlength=n_rep),
+            "fake_wait_us": np.round(np.bincount(rb, weights=sz.wait, minlength=n_rep), 3),
+            "undecided": np.bincount(rb[sz.kind == 2], minlength=n_rep)}
+
+
+def _waited(lane: Lane, sz: serializations.Serializations, inferred: waitsmod.Waits, cover: np.ndarray,
+            replay: np.ndarray, n_rep: int, ready: np.ndarray, start: np.ndarray, end: np.ndarray,
+            ready_wait: np.ndarray, tolerance_us: float, cost: dict[str, object]) -> dict[str, np.ndarray]:
+    """Per replay: the waits (inferred on streams, fake serializations with room on channels) and the late
+    starts the timing cannot tell from waits for room or for the launch; on streams, their totals go into
+    ``cost``."""
     n_waited: np.ndarray
+    wait_us: np.ndarray
     n_cannot: np.ndarray
     cannot_us: np.ndarray
     if lane is Lane.STREAM:
         n_waited = np.bincount(replay[inferred.b], minlength=n_rep)
-        wait_us: np.ndarray = np.bincount(replay[inferred.b], weights=(start - tm.ready)[inferred.b], minlength=n_rep)
+        wait_us = np.bincount(replay[inferred.b], weights=ready_wait[inferred.b], minlength=n_rep)
         n_cannot = np.bincount(replay[inferred.cannot_b], minlength=n_rep).astype(np.float64)
-        cannot_us = np.bincount(replay[inferred.cannot_b], weights=(start - tm.ready)[inferred.cannot_b],
-                                minlength=n_rep)
+        cannot_us = np.bincount(replay[inferred.cannot_b], weights=ready_wait[inferred.cannot_b], minlength=n_rep)
         cost["full_gpu_waits"] = int(len(inferred.cannot_b) - len(inferred.launch_b))  # on a full GPU: cannot tell
         cost["launch_waits"] = int(len(inferred.launch_b))  # while the launch was submitting: cannot tell
         on_full = inferred.cannot_b[~np.isin(inferred.cannot_b, inferred.launch_b)]
-        cost["full_gpu_wait_us"] = round(waitsmod.total_in_order((start - tm.ready)[on_full]), 3)
-        cost["launch_wait_us"] = round(waitsmod.total_in_order((start - tm.ready)[inferred.launch_b]), 3)
+        cost["full_gpu_wait_us"] = round(waitsmod.total_in_order(ready_wait[on_full]), 3)
+        cost["launch_wait_us"] = round(waitsmod.total_in_order(ready_wait[inferred.launch_b]), 3)
     else:
-        fb = b[kind == 1]
-        n_waited = np.bincount(replay[fb][waitsmod.waited_with_room(fb, tm.ready, start, end, replay, cover,
+        fb = sz.b[sz.kind == 1]
+        n_waited = np.bincount(replay[fb][waitsmod.waited_with_room(fb, ready, start, end, replay, cover,
                                                                      tolerance_us)], minlength=n_rep)
-        wait_us = fake_wait
+        wait_us = np.bincount(replay[sz.b], weights=sz.wait, minlength=n_rep)
         n_cannot = np.zeros(n_rep)
         cannot_us = np.zeros(n_rep)
-    stats = {
-        "graph_id": m.graph[rfirst][o], "device": dev[rfirst][o], "correlation": corr[rfirst][o],
-        "events": counts_ev[o], "span_us": np.round(tm.span[o], 3), "critical_path_us": np.round(tm.critical[o], 3),
-        "true": n_true[o], "fake": n_fake[o], "fake_wait_us": np.round(fake_wait[o], 3), "undecided": n_und[o],
-        "waited": n_waited[o], "wait_us": np.round(wait_us[o], 3), "cannot_tell": n_cannot[o].astype(np.int64),
-        "cannot_tell_us": np.round(cannot_us[o], 3),
-        "estimated_span_us": np.round(est[o], 3), "saving_us": np.round(save[o], 3), "filled": filled[o],
-    }
-    row = np.empty(n_rep, np.int64)
-    row[o] = np.arange(n_rep)  # dense replay id -> row of the replay table
-    m.replay, m.start, m.end, m.lane_id, m.ready = row[replay], start, end, lane_id, tm.ready
-    m.late = np.zeros(len(ev), np.int8)
+    return {"waited": n_waited, "wait_us": np.round(wait_us, 3), "cannot_tell": n_cannot.astype(np.int64),
+            "cannot_tell_us": np.round(cannot_us, 3)}
+
+
+def _replay_order(replay: np.ndarray, start: np.ndarray, n_rep: int) -> np.ndarray:
+    """The replays in time order (of their first event's start): the rows of the replay table."""
+    t_first = np.full(n_rep, np.inf)
+    np.minimum.at(t_first, replay, start)
+    return np.argsort(t_first, kind="stable")
+
+
+def _complete_match(m: EventMatch, trace: Trace, o: np.ndarray, replay: np.ndarray, start: np.ndarray,
+                    end: np.ndarray, lane_id: np.ndarray, lfirst: np.ndarray, ready: np.ndarray,
+                    inferred: waitsmod.Waits, sz: serializations.Serializations, lanes: _Lanes) -> None:
+    """What every later step reads beside the match: each event's replay row, times, lane, readiness,
+    late start and verdict (before the result that carries it is built)."""
+    row = np.empty(len(o), np.int64)
+    row[o] = np.arange(len(o))  # dense replay id -> row of the replay table
+    m.replay, m.start, m.end, m.lane_id, m.ready = row[replay], start, end, lane_id, ready
+    m.late = np.zeros(len(m.ev), np.int8)
     m.late[inferred.b] = 1  # a wait behind unrelated work (WaitKind.BEHIND)
     m.late[inferred.cannot_b] = 2  # cannot tell (WaitKind.CANNOT_TELL)
-    m.verdict = np.full(len(ev), -1, np.int8)
-    m.verdict[b] = kind
-    m.lane = ["channel 0" if one_channel else f"channel {int(trace.channel[ev[j]])}" if lane is Lane.CHANNEL
-              else f"stream {int(trace.stream[ev[j]])}" for j in lfirst.tolist()]
-    res = DepsResult(lane, match, tolerance_us, sz.findings, stats, inferred.waits, sorted(prepared), notes,
-                     non_graph_events=m.other, match_groups=serializations.group_summary(m), cost=dict(cost),
-                     critical_path_us=tm.median_critical_us, critical_paths=tm.paths, events=m,
-                     incomplete=incomplete, cannot_tell_reason=inferred.reason, source=trace.source,
-                     channels_in_profiler_trace=profiler and lane is Lane.CHANNEL and not one_channel,
-                     channels_from=f"CUDA_DEVICE_MAX_CONNECTIONS=1, {said_by}" if one_channel else
-                     ("the trace" if lane is Lane.CHANNEL else None))
-    res.suggestions = advice.suggest(res, trace)
-    return res
+    m.verdict = np.full(len(m.ev), -1, np.int8)
+    m.verdict[sz.b] = sz.kind
+    ev = m.ev
+    m.lane = ["channel 0" if lanes.one_channel else f"channel {int(trace.channel[ev[j]])}"
+              if lanes.lane is Lane.CHANNEL else f"stream {int(trace.stream[ev[j]])}" for j in lfirst.tolist()]
 
 
 def stated_connections(trace: Trace, given: int | None) -> tuple[int | None, str]:

@@ -1,17 +1,21 @@
 """JSON documents of analysis results, and the thresholds that decide what is said about them.
 
-``deps --json`` writes ``deps_doc``: the result (``DepsResult.to_json``) and, when the tracer
-measured its own overhead, that overhead with the note ``tracer_note`` gives (the same note the
-table prints).
+``deps --json`` writes ``deps_document``: per trace ``deps_doc``, the result (``DepsResult.to_json``)
+with the figures of each graph and, when the tracer measured its own overhead, that overhead with
+the note ``tracer_note`` gives (the same note the table prints).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cgtool.artifacts.trace import TracerOverhead
 from cgtool.inspect.results import DepsResult
+
+if TYPE_CHECKING:  # the documents of deps runs; importing the readers is the caller's
+    from cgtool.inspect.collectives import CollectiveFigures
+    from cgtool.inspect.files import DepsRun
 
 #: The tracer's stretch per GPU item is "of the order of" the gaps deps classifies from this share of
 #: their median on (smaller shares are within what replays vary by), and never below this many µs.
@@ -57,3 +61,36 @@ def deps_doc(r: DepsResult, overhead: TracerOverhead | None) -> dict[str, Any]:
     if overhead is not None:
         doc["tracer_overhead"] = {**dataclasses.asdict(overhead), "note": tracer_note(overhead, r)}
     return doc
+
+
+def nccl_figures(runs: list[DepsRun], max_bytes: int | None = None) -> CollectiveFigures | None:
+    """The NCCL figures of a per-rank trace set (``inspect/collectives.py``); None for anything else
+    and where no rank's graphs hold an NCCL kernel."""
+    from cgtool.inspect.collectives import of_rank_files
+
+    if len(runs) < 2 or not all(r.rank is not None and r.process is None for r in runs):
+        return None
+    return of_rank_files({r.rank: r.path for r in runs if r.rank is not None}, max_bytes)
+
+
+def deps_document(runs: list[DepsRun], compared: dict[str, Any] | None,
+                  nccl: CollectiveFigures | None = None) -> dict[str, Any]:
+    """``deps --json``'s document: one trace's (with the comparison, given one), or every rank's or
+    trace's of an input that holds several (a per-rank set with its ``nccl`` figures, null without)."""
+
+    def doc(run: DepsRun) -> dict[str, Any]:
+        d = deps_doc(run.result, run.overhead)
+        if len(runs) > 1:  # which file each is (one trace's document is the same whatever its path)
+            d["trace"] = str(run.path)
+        d["graphs"] = {str(gid): run.result.figures(gid).to_json() for gid in run.result.graphs}
+        return d
+
+    if len(runs) == 1:
+        d = doc(runs[0])
+        if compared is not None:
+            d["compare"] = compared
+        return d
+    if all(r.rank is not None and r.process is None for r in runs):
+        return {"schema_version": 2, "ranks": {str(r.rank): doc(r) for r in runs},
+                "nccl": nccl.to_json() if nccl is not None else None}
+    return {"schema_version": 2, "traces": {r.label: doc(r) for r in runs}}

@@ -38,6 +38,16 @@ class DepsRun:
         return {k: v for g in self.graphs for k, v in g.source_labels().items()}
 
 
+def compare_run(run: DepsRun, other: Path, graphs: Sequence[Path], *, tolerance_us: float = DEFAULT_TOLERANCE_US,
+                max_bytes: int | None = DEFAULT_MAX_BYTES) -> dict[str, Any]:
+    """``deps --compare``: ``run`` against another trace of the same graph (analysed with its own
+    connections setting), judged by measured span per replay."""
+    from cgtool.inspect.analyzers.compare import compare_traces
+
+    (theirs,) = deps_runs(other, graphs, tolerance_us=tolerance_us, max_bytes=max_bytes)
+    return compare_traces(run.result, theirs.result, str(run.path), str(other))
+
+
 def _given_graphs(paths: Sequence[Path], max_bytes: int | None) -> list[GraphData]:
     out: list[GraphData] = []
     for p in paths:

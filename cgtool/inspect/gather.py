@@ -14,10 +14,13 @@ from typing import Sequence
 
 from cgtool.artifacts.bench import BenchResults
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
+from cgtool.artifacts.recording import is_recording
 from cgtool.errors import InvalidInputError, UsageError
 from cgtool.inspect import DEFAULT_TOLERANCE_US
 from cgtool.inspect.benchstats import Judgement, compare_results
+from cgtool.inspect.collectives import CollectiveFigures, collective_figures
 from cgtool.inspect.inputs import InputKind, Resolved, resolve
+from cgtool.inspect.record_summary import RecordSummary, summarize
 from cgtool.inspect.views import Analyses, GraphView, Replay, graph_view
 
 __all__ = ["BenchView", "Gathered", "GraphView", "Replay", "gather", "graph_view"]
@@ -35,8 +38,11 @@ class BenchView:
 @dataclass
 class Gathered:
     graphs: list[GraphView] = field(default_factory=list)
+    collectives: list[tuple[str, CollectiveFigures]] = field(default_factory=list)  # per-rank trace sets with NCCL
     bench: list[BenchView] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: what each `cgtool record` folder given says (its path as given), from the one reading of it
+    recordings: list[tuple[str, RecordSummary]] = field(default_factory=list)
 
 
 def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us: float = DEFAULT_TOLERANCE_US,
@@ -56,6 +62,8 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
     failed: dict[int, str] = {}
     for r in resolved:
         out.notes += r.notes
+        if r.recording is not None and is_recording(r.path):
+            out.recordings.append((str(r.path), summarize(r.recording)))
         for ts in r.traces:
             if not ts.graphs:
                 continue
@@ -68,6 +76,13 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
             if item.trace is not None and id(item.trace) in failed:
                 item.trace = None
             out.graphs.append(analyses.view(item))
+        if r.kind is InputKind.RANKS:
+            ranked = {ts.rank: ts for ts in r.traces
+                      if ts.rank is not None and ts.process is None and ts.graphs and id(ts) not in failed}
+            if len(ranked) > 1:  # NCCL kernels in the replays: their share, overlap, waits (deps's table)
+                figs = collective_figures({rk: ts.load(max_bytes) for rk, ts in ranked.items()})
+                if not figs.empty:
+                    out.collectives.append((str(r.path), figs))
         for ts in r.traces:
             ts.forget()  # the columns are not needed once analysed (a folder may hold many traces)
         for f, b in r.bench:

@@ -26,7 +26,7 @@ from cgtool.artifacts.bench import BenchResults
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, Source, read_bytes
 from cgtool.artifacts.ranks import RANK_IN_PATH, check_rank
-from cgtool.artifacts.recording import INDEX, Recording, graph_paths, is_recording, load_recordings, trace_path
+from cgtool.artifacts.recording import Recording, RecordingTree, graph_paths, is_recording, load_tree, trace_path
 from cgtool.artifacts.trace import Trace, load_trace
 from cgtool.errors import InvalidInputError, UsageError
 from cgtool.text import plural
@@ -122,6 +122,7 @@ class Resolved:
     bench: list[tuple[Path, BenchResults]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     number: int | None = None  # from ``PATH#n``
+    recording: RecordingTree | None = None  # a `cgtool record` folder, as read (processes and their indexes)
 
 
 @dataclass(frozen=True)
@@ -481,29 +482,13 @@ def _number(res: Resolved) -> None:
 
 
 def record_processes(recs: list[Recording]) -> list[tuple[str | None, Recording]]:
-    """Every recorded process of a recording, named: the one place that knows how a record folder
-    nests processes.
+    """Every recorded process of a recording, named: the one place that knows how processes are named.
 
     ``recs`` is what ``artifacts.recording.load_recordings`` gives: one Recording per recorded
-    process (a process tree's ``p<PID>/`` folders), or per rank (``rank<R>/``), or the only one. An
-    index that lists ``processes`` itself (a tree read as one recording) is expanded here into its
-    processes' folders. A process is named by its pid where the recording holds several; a
-    recording of one process needs no name."""
-    out: list[tuple[str | None, Recording]] = []
-    for rec in recs:
-        procs = rec.index.get("processes")
-        if not isinstance(procs, list) or not procs:
-            pid = rec.index.get("pid")
-            out.append((str(pid) if isinstance(pid, int) else None, rec))
-            continue
-        for p in procs:
-            sub = p.get("folder") if isinstance(p, dict) else None
-            if not isinstance(sub, str) or not ((rec.folder / sub / INDEX).exists()
-                                                or (rec.folder / sub / (INDEX + ".gz")).exists()):
-                continue  # a process that was not followed: it has no recording
-            for inner in load_recordings(rec.folder / sub):
-                pid = p.get("pid", inner.index.get("pid"))
-                out.append((str(pid) if pid is not None else sub, Recording(inner.folder, inner.index, inner.rank)))
+    process (a process tree's ``p<PID>/`` folders, which it reads from the tree's index), or per
+    rank (``rank<R>/``), or the only one. A process is named by its pid where the recording holds
+    several; a recording of one process needs no name."""
+    out: list[tuple[str | None, Recording]] = [(None if r.pid is None else str(r.pid), r) for r in recs]
     if len({name for name, _ in out}) <= 1:
         return [(None, r) for _, r in out]  # one process (or processes told apart by rank alone)
     return out
@@ -512,7 +497,8 @@ def record_processes(recs: list[Recording]) -> list[tuple[str | None, Recording]
 def _read_record(folder: Path, res: Resolved, max_bytes: int | None) -> None:
     """A `cgtool record` folder: per process (and rank), its graph exports (numbered as the
     recording numbers them) and its trace (which embeds the same graphs)."""
-    for process, rec in record_processes(load_recordings(folder)):
+    res.recording = load_tree(folder)
+    for process, rec in record_processes(res.recording.recordings):
         prefix = (f"rank {rec.rank}: " if rec.rank is not None else "") + (f"process {process}: " if process else "")
         t_path = trace_path(rec)
         if t_path is not None:
@@ -520,7 +506,7 @@ def _read_record(folder: Path, res: Resolved, max_bytes: int | None) -> None:
             res.traces.append(TraceSource(t_path, embedded_graphs(t), True, rec.rank, process, t))
         for entry, p in zip(rec.graphs, graph_paths(rec)):
             g = GraphData.load(p, max_bytes=max_bytes)
-            label = str(entry.get("label") or p.name) if isinstance(entry, dict) else p.name
+            label = entry.label or p.name
             num = _record_number(label, len(res.graphs))
             res.graphs.append(GraphItem(prefix + label, g, num, rec.rank, process, path=p))
     if not res.graphs:

@@ -5,7 +5,7 @@ to share the correlation id of their ``cudaGraphLaunch``. Which event ran which 
 constraint problem, solved here per *launch group* (the launches of one device whose executor
 streams ran the same sequence of event kinds and names).
 
-The model (documented in DESIGN.md terms):
+The model (the words of docs/deps.md and docs/architecture.md):
 
 * an event can run a node only if it is of the node's kind and name, and of its launch shape
   (grid and block, shared memory, memcpy/memset size) wherever both the trace and the export
@@ -36,7 +36,6 @@ import math
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -45,19 +44,11 @@ from cgtool.errors import InvalidInputError
 from cgtool.artifacts.graph import GraphData, NodeType
 from cgtool.artifacts.names import demangle
 from cgtool.artifacts.trace import KINDS, Trace, launch_shape
+from cgtool.inspect.results import Certainty
 
 #: Bounds of the search per launch group.
 MAX_SOLUTIONS = 2000
 TIME_LIMIT_S = 2.0
-
-
-class Certainty(str, Enum):
-    """How sure a node assignment (and so a verdict) is."""
-
-    EXACT = "exact"  # the trace names the node of every event (graph node ids)
-    UNIQUE = "inferred-unique"  # no ids, but exactly one assignment is consistent
-    INVARIANT = "inferred-invariant"  # several assignments are consistent; the verdict is the same under all
-    UNDECIDED = "undecided"  # several assignments are consistent and they disagree on the verdict
 
 
 #: (kind, demangled name, launch shape or 0, shared memory or -1, bytes or -1)

@@ -21,7 +21,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from cgtool.artifacts.recording import Recording, RecordingTree, read_json, trace_path
+from cgtool.artifacts.recording import (GraphEntry, PoolBytes, ProcessEntry, ProcessIndex, Recording,
+                                        RecordingTree, TracedLaunch, read_json, trace_path)
 from cgtool.errors import InvalidInputError
 
 #: The share of replays "the graphs that serve traffic" must reach (the findings name the fewest
@@ -105,7 +106,7 @@ class ProcessSummary:
     gaps: tuple[ReplayGap, ...] = ()
     skips: int = 0
     suspensions: tuple[dict[str, Any], ...] = ()
-    pools: tuple[dict[str, Any], ...] = ()
+    pools: tuple[PoolBytes, ...] = ()
     cuda: dict[str, Any] | None = None
     helper: str | None = None  # not recorded, and a helper command that makes no CUDA graph: what it is
     recording: Recording | None = field(default=None, compare=False, repr=False)
@@ -138,19 +139,15 @@ class RecordSummary:
         return [g for p in self.processes for g in p.graphs]
 
 
-def _graph(pid: int | None, g: dict[str, Any]) -> GraphStat:
-    label = str(g.get("label") or "")
-    seq = int(label.split()[0].lstrip("#")) if label.startswith("#") and label.split()[0][1:].isdigit() else 0
+def _graph(pid: int | None, g: GraphEntry) -> GraphStat:
     return GraphStat(
-        pid=pid, seq=seq, label=label, site=g.get("captured_at"), nodes=int(g.get("nodes") or 0),
-        replays=int(g.get("replays") or 0), replays_complete=bool(g.get("replays_complete", True)),
-        capture_s=g.get("capture_s"), instantiate_s=g.get("instantiate_s"),
-        reserved_during_capture=g.get("reserved_during_capture"), pool=g.get("pool"),
-        capture_inputs=g.get("capture_inputs") if isinstance(g.get("capture_inputs"), dict) else None)
+        pid=pid, seq=g.seq, label=g.label, site=g.captured_at, nodes=g.nodes, replays=g.replays,
+        replays_complete=g.replays_complete, capture_s=g.capture_s, instantiate_s=g.instantiate_s,
+        reserved_during_capture=g.reserved_during_capture, pool=g.pool, capture_inputs=g.capture_inputs)
 
 
-def _wall(idx: dict[str, Any]) -> float | None:
-    tl = idx.get("timeline") or {}
+def _wall(idx: ProcessIndex) -> float | None:
+    tl = idx.timeline
     start = next((tl[k] for k in ("boot_start", "program_start", "recorder_start") if tl.get(k) is not None), None)
     end = tl.get("program_end")
     if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
@@ -183,25 +180,25 @@ def replay_gaps(rec: Recording) -> list[ReplayGap]:
             first[corr] = min(first.get(corr, float(ts)), float(ts))
             last_end[corr] = max(last_end.get(corr, float(ts) + dur), float(ts) + dur)
     by_seq: dict[int, int] = {}  # launch_seq -> correlation
-    launches: list[tuple[int, dict[str, Any]]] = []
+    launches: list[tuple[int, int, TracedLaunch]] = []  # (graph seq, correlation, launch)
     for g in rec.graphs:
-        for tl in g.get("traced_launches") or []:
-            if isinstance(tl, dict) and isinstance(tl.get("correlation"), int):
-                launches.append((_graph(rec.pid, g).seq, tl))
-                if isinstance(tl.get("launch_seq"), int):
-                    by_seq[tl["launch_seq"]] = tl["correlation"]
+        for tl in g.traced_launches:
+            if tl.correlation is not None:
+                launches.append((g.seq, tl.correlation, tl))
+                if tl.launch_seq is not None:
+                    by_seq[tl.launch_seq] = tl.correlation
     out = []
-    for seq, tl in sorted(launches, key=lambda x: x[1].get("launch_seq") or 0):
-        c = tl["correlation"]
+    for seq, c, tl in sorted(launches, key=lambda x: x[2].launch_seq or 0):
         to_first = first[c] - launch_ts[c] if c in first and c in launch_ts else None
-        prev = by_seq.get(int(tl.get("launch_seq") or 0) - 1)
+        prev = by_seq.get((tl.launch_seq or 0) - 1)
         idle = first[c] - last_end[prev] if prev is not None and c in first and prev in last_end else None
-        out.append(ReplayGap(rec.pid, seq, tl.get("site"), to_first, idle))
+        out.append(ReplayGap(rec.pid, seq, tl.site, to_first, idle))
     return out
 
 
-def _process(tree: RecordingTree, rec: Recording | None, entry: Any) -> ProcessSummary:
+def _process(tree: RecordingTree, rec: Recording | None, entry: ProcessEntry | None) -> ProcessSummary:
     if rec is None:
+        assert entry is not None  # a process without a recording is one the tree lists
         return ProcessSummary(pid=entry.pid, parent=entry.parent, rank=entry.rank, argv=list(entry.argv),
                               followed=entry.followed, exit_code=entry.exit_code, reason=entry.reason, cuda=entry.cuda,
                               helper=entry.helper)
@@ -211,16 +208,14 @@ def _process(tree: RecordingTree, rec: Recording | None, entry: Any) -> ProcessS
     for g in graphs:
         by_site.setdefault(g.site, []).append(g)
     sites = tuple(sorted((SiteStat(s, tuple(gs)) for s, gs in by_site.items()), key=lambda s: -len(s.graphs)))
-    led = idx.get("ledger") or {}
     return ProcessSummary(
         pid=rec.pid if entry is None else entry.pid, parent=rec.parent, rank=rec.rank,
-        argv=[str(a) for a in idx.get("program") or []], followed=True,
-        exit_code=entry.exit_code if entry is not None else idx.get("exit_code"),
+        argv=list(idx.program), followed=True,
+        exit_code=entry.exit_code if entry is not None else idx.exit_code,
         reason=entry.reason if entry is not None else None, graphs=graphs, sites=sites, wall_s=_wall(idx),
-        gaps=tuple(replay_gaps(rec)), skips=len((idx.get("compile") or {}).get("cudagraph_skips") or []),
-        suspensions=tuple(s for s in idx.get("suspended") or [] if isinstance(s, dict)),
-        pools=tuple(p for p in led.get("pools") or [] if isinstance(p, dict)),
-        cuda=idx.get("cuda") if isinstance(idx.get("cuda"), dict) else None, recording=rec)
+        gaps=tuple(replay_gaps(rec)), skips=len(idx.compile.cudagraph_skips),
+        suspensions=tuple(idx.suspended), pools=tuple(idx.ledger.pools) if idx.ledger is not None else (),
+        cuda=idx.cuda, recording=rec)
 
 
 def summarize(tree: RecordingTree) -> RecordSummary:
@@ -238,7 +233,9 @@ def summarize(tree: RecordingTree) -> RecordSummary:
         if id(r) not in used:
             procs.append(_process(tree, r, None))
     s = RecordSummary(tuple(procs), tree.complete, tree.exit_code, tree.program)
-    return RecordSummary(s.processes, s.complete, s.exit_code, s.program, tuple(findings(s)))
+    from cgtool.inspect import stops  # where processes stopped or stalled (stack dumps)
+
+    return RecordSummary(s.processes, s.complete, s.exit_code, s.program, tuple(findings(s)) + tuple(stops.findings(tree)))
 
 
 def mib(v: float | int | None) -> str:

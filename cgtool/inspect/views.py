@@ -16,8 +16,7 @@ from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES
 from cgtool.inspect import DEFAULT_TOLERANCE_US
 from cgtool.inspect.cost import CriticalPath
-from cgtool.inspect.figures import Figures
-from cgtool.inspect.results import DepKind, DepsResult
+from cgtool.inspect.results import DepKind, DepsResult, Figures
 
 if TYPE_CHECKING:  # networkx (under topo) is imported where a topology is made
     from cgtool.artifacts.trace import Trace

@@ -15,9 +15,10 @@ import math
 from importlib import resources
 from typing import Any, Sequence
 
-from cgtool import __version__
+from cgtool._version import __version__
 from cgtool.artifacts.bench import WorkloadResult
 from cgtool.artifacts.names import demangle, short_name
+from cgtool.inspect.collectives import CollectiveFigures
 from cgtool.inspect.gather import BenchView, Gathered
 from cgtool.inspect.record_summary import RecordSummary
 from cgtool.inspect.results import Lane
@@ -166,6 +167,36 @@ def bench_html(b: BenchView, plots: bool) -> str:
     return "".join(out)
 
 
+def collectives_html(figs: CollectiveFigures, source: str) -> str:
+    """The NCCL kernels of a per-rank trace set's graph replays (``cgtool deps DIR``'s table)."""
+    def f(v: float | None, fmt: str) -> str:
+        return "?" if v is None else format(v, fmt)
+
+    out = [f"<section class=collectives><h2>NCCL in graph replays: {_esc(source)}</h2>",
+           ("<p class=note>Per rank, means over the traced replays: the NCCL kernels' share of the replay span, "
+            "the part of it other kernels of the replay overlapped, and how long the rank's last collective ran "
+            "beyond the shortest rank's (its wait for the others).</p>"),
+           ("<table class=grid><tr><th>rank<th>graph<th>replays<th>span µs<th>NCCL µs<th>NCCL share<th>overlapped"
+            "<th>waited µs</tr>")]
+    for r, gs in figs.ranks.items():
+        for g in gs:
+            x = g.figures()
+            out.append(f"<tr><td>{r}<td class=num>{g.graph_id}<td class=num>{x['replays']}<td class=num>"
+                       f"{f(x['span_us'], '.1f')}<td class=num>{f(x['nccl_us'], '.1f')}<td class=num>"
+                       f"{f(x['nccl_share'], '.1%')}<td class=num>{f(x['nccl_overlap'], '.1%')}<td class=num>"
+                       f"{f(x['wait_us'], '.1f')}</tr>")
+    out.append("</table>")
+    for sk in figs.skew:
+        if sk.get("start_skew_us") is None:
+            out.append(f"<p>replay start skew unknown: {_esc(sk.get('reason'))}</p>")
+        else:
+            per = ", ".join(f(v, ".1f") for v in sk["start_skew_us"])
+            out.append(f"<p>replay start skew between ranks (relative to each rank's collective end), per replay: "
+                       f"{per} µs; mean {f(sk.get('mean_start_skew_us'), '.1f')} µs</p>")
+    out.append("</section>")
+    return "".join(out)
+
+
 def record_html(s: RecordSummary, source: str) -> str:
     """A `cgtool record` recording's answers (``inspect/record_summary.py``): the page opens on them."""
     out = [f"<section class=recsummary><h2>recording: {_esc(source)}</h2><ul>"]
@@ -245,6 +276,7 @@ def render_html(data: Gathered, *, title: str = "cgtool report", plots: bool = T
  · {plural(len(data.bench), 'bench result')}</p>{notes}</header>
 {"".join(record_html(r, src) for src, r in recordings)}
 {graph_part}
+{"".join(collectives_html(f, src) for src, f in data.collectives)}
 <div id=bench>{benches}</div>
 <script type="application/json" id=cgdata>{_json_script({"sections": sections})}</script>
 <script>{_asset("report.js")}</script>

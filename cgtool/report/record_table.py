@@ -103,19 +103,21 @@ def _graphs(con: Console, p: ProcessSummary, rec: Recording | None) -> None:
                         f"{_ms(g.capture_s)}/{_ms(g.instantiate_s)}", str(g.pool or "-"),
                         _mib(g.reserved_during_capture), _where(g.site))
     con.print(tab)
-    idx = rec.index if rec is not None else {}
-    led = idx.get("ledger") or {}
-    if led.get("pools"):
-        parts = [f"pool {q['pool']}: {_mib(q['bytes_reserved'])} MiB, graphs {q['graphs']}" for q in led["pools"]]
-        _print(con, "memory: " + "; ".join(parts) + f". Held by graph pools {_mib(led.get('bytes_held_by_graph_pools'))}"
-               f" MiB of a {_mib(led.get('peak_bytes_reserved'))} MiB peak reserved.")
-    comp = idx.get("compile") or {}
-    skips = comp.get("cudagraph_skips") or []
-    if comp.get("graphs_from_compiled_code") or skips:
-        _print(con, f"torch.compile: {len(comp.get('graphs_from_compiled_code') or [])} graph(s) from compiled "
+    if rec is None:
+        return
+    idx = rec.index
+    led = idx.ledger
+    if led is not None and led.pools:
+        parts = [f"pool {q.pool}: {_mib(q.bytes_reserved)} MiB, graphs {q.graphs}" for q in led.pools]
+        _print(con, "memory: " + "; ".join(parts) + f". Held by graph pools {_mib(led.bytes_held_by_graph_pools)}"
+               f" MiB of a {_mib(led.peak_bytes_reserved)} MiB peak reserved.")
+    comp = idx.compile
+    skips = comp.cudagraph_skips
+    if comp.graphs_from_compiled_code or skips:
+        _print(con, f"torch.compile: {len(comp.graphs_from_compiled_code)} graph(s) from compiled "
                f"code; {len(skips)} cudagraph skip(s)" + "".join(
                    f"\n  {_first_line(s['reason'])} ({_where_site(s['site'])})" for s in skips[:10]))
-    cov = idx.get("coverage") or {}
+    cov = idx.coverage or {}
     if cov.get("share_in_graphs") is not None:
         _print(con, f"coverage: {100 * float(cov['share_in_graphs']):.1f}% of the run's GPU kernel time was inside "
                f"graph replays ({int(cov.get('kernels_in_graphs') or 0)} kernels in graphs, "
@@ -125,12 +127,12 @@ def _graphs(con: Console, p: ProcessSummary, rec: Recording | None) -> None:
                + (f"; {100 * float(cov['share_in_graphs_since_first_graph']):.1f}% from the first graph on "
                   f"({int(cov.get('kernels_outside_graphs_since_first_graph') or 0)} kernels outside)"
                   if cov.get("share_in_graphs_since_first_graph") is not None else "") + ".")
-    elif "coverage" in idx and cov:
+    elif cov:
         _print(con, "coverage: no kernel ran.")
-    if idx.get("trace") and rec is not None:
-        _print(con, f"trace: {rec.folder / idx['trace']}")
-    if idx.get("recorder_errors"):
-        _print(con, f"recorder errors: {idx['recorder_errors'][:3]}")
+    if idx.trace:
+        _print(con, f"trace: {rec.folder / idx.trace}")
+    if idx.recorder_errors:
+        _print(con, f"recorder errors: {idx.recorder_errors[:3]}")
 
 
 def _first_line(text: str) -> str:

@@ -14,10 +14,10 @@ from rich.table import Table
 from rich.text import Text
 
 from cgtool.artifacts.bench import BenchResults
+from cgtool.artifacts.chrome import TraceSummary
 from cgtool.inspect.benchstats import Judgement, Verdict
 from cgtool.inspect.documents import tracer_note
-from cgtool.inspect.figures import Figures
-from cgtool.inspect.results import DepKind, DepsResult, Lane, MatchKind
+from cgtool.inspect.results import DepKind, DepsResult, Figures, Lane, MatchKind
 from cgtool.report import words
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.names import short_name, template_name
@@ -27,7 +27,6 @@ from cgtool.text import markdown_cell, plural
 if TYPE_CHECKING:  # diff and topo (networkx) are imported where rendered: `deps` needs neither
     from cgtool.inspect.diff import GraphDiff
     from cgtool.inspect.topo import Topology
-    from cgtool.capture.tracing import TraceSummary
 
 
 _NUMBER = re.compile(r"^[-+]?[\d.,]+(e[-+]?\d+)?\s*(µs|ms|x|%|MHz)?$")
@@ -397,7 +396,7 @@ def bundle_row(rank: int, label: str, g: GraphData, t: Topology, check_ok: bool 
             "bundle": str(dest)}
 
 
-def trace_line(s: "TraceSummary", replays: int) -> str:
+def trace_line(s: TraceSummary, replays: int) -> str:
     """The one-line report of a written trace."""
     if s.collector == "torch":
         return (f"{plural(s.gpu_events, 'kernel')} over {plural(replays, 'replay')}, {plural(s.graphs, 'graph')} (torch.profiler: no hardware "

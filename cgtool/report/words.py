@@ -1,4 +1,4 @@
-"""The words for the derived figures (``cgtool.inspect.figures.Figures``), shared by every renderer:
+"""The words for the derived figures (``cgtool.inspect.results.Figures``), shared by every renderer:
 the tables of ``deps`` and ``topo --trace``, the label of ``dot --trace``, the HTML report and the CI
 step summary say the same thing the same way.
 
@@ -9,8 +9,7 @@ trace cannot show is "not visible" or "cannot tell" with the reason, never 0.
 from __future__ import annotations
 
 from cgtool.inspect.analyzers.waits import DETECTION_QUALITY, EXACT_ANSWER
-from cgtool.inspect.figures import Figures
-from cgtool.inspect.results import Lane, MatchKind
+from cgtool.inspect.results import Figures, Lane, MatchKind
 from cgtool.text import plural
 
 

@@ -6,11 +6,11 @@ Two ways in, same handler:
   of libcupti called through ctypes with a ``CFUNCTYPE`` callback. cupti-python's own
   ``subscribe`` builds Python wrapper objects for every callback (``CallbackData`` /
   ``ResourceData``), which made graph capture several times slower; the ctypes callback passes
-  four integers. libcupti is loaded the way cupti-python and torch load it (:func:`load_libcupti`:
-  the nvidia-cuda-cupti wheel's file, else cuda.pathfinder), so ``cgtool record`` can subscribe
-  before the program starts without importing cupti-python (numpy and Cython modules:
-  docs/performance.md#hand-written-code), and the process
-  still maps one libcupti (``benchmarks/probe_libcupti.py`` prints the mapped paths).
+  four integers. libcupti comes from cgtool's one locator (``capture/_libcupti.py``,
+  :func:`load_libcupti`): the copy the process already maps, else the nvidia-cuda-cupti wheel's
+  file, else cuda.pathfinder's, so ``cgtool record`` can subscribe before the program starts
+  without importing cupti-python (numpy and Cython modules: docs/performance.md#hand-written-code),
+  and the process still maps one libcupti (``benchmarks/probe_libcupti.py`` prints the mapped paths).
 * ``"c"``: the same, with the compiled callback of ``_nodecb.c`` (built at install where a C compiler
   and Python >= 3.11 are there): it stores node-creation callbacks itself and hands every other
   callback to the handler. A Python callback slows the capture of a graph before doing anything,
@@ -135,30 +135,6 @@ def read_ptr(addr: int) -> int:
     return ctypes.c_void_p.from_address(addr).value or 0
 
 
-def _mapped() -> list[str]:
-    with open("/proc/self/maps") as f:
-        return sorted({line.split()[-1] for line in f if "libcupti.so" in line})
-
-
-def libcupti(cupti: Any) -> Any:
-    """The libcupti that cupti-python uses (it loads it lazily: a first cheap call maps it)."""
-    paths = _mapped()
-    if not paths:
-        try:
-            cupti.get_timestamp()
-        except Exception:
-            pass
-        paths = _mapped()
-    for p in paths:
-        try:
-            lib = ctypes.CDLL(p)
-            lib.cuptiSubscribe  # noqa: B018  (probe the symbol)
-            return lib
-        except (OSError, AttributeError):
-            continue
-    raise OSError("libcupti.so is not loaded in this process")
-
-
 class SubscribeError(Exception):
     def __init__(self, status: int, name: str) -> None:
         super().__init__(f"cuptiSubscribe returned {name} ({status})")
@@ -170,13 +146,14 @@ class Subscriber:
     """One CUPTI subscriber; ``enable(domain, cbid, on)`` turns single callbacks on and off."""
 
     def __init__(self, cupti: Any, handler: Handler, how: str = "ctypes", lib: Any = None) -> None:
-        """``lib``: libcupti already loaded (:func:`load_libcupti`); else the one ``cupti`` maps."""
+        """``lib``: libcupti already loaded (:func:`load_libcupti`); else the process's copy, the one
+        ``cupti`` (cupti-python) maps."""
         self.cupti = cupti
         self.how = how
         self._handler = handler
         self._cfunc: Any = None
         if how in ("ctypes", "c"):
-            lib = lib if lib is not None else libcupti(cupti)
+            lib = lib if lib is not None else _libcupti.load_libcupti(cupti)
             lib.cuptiSubscribe.argtypes = [ctypes.POINTER(ctypes.c_void_p), _CB, ctypes.c_void_p]
             lib.cuptiSubscribe.restype = ctypes.c_int
             lib.cuptiEnableCallback.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]

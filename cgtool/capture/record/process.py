@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cgtool.artifacts.recording import write_atomic
 from cgtool.capture.record import attribution, exits
 from cgtool.capture.record.options import PROCESS_ENV, RecordOptions
 from cgtool.capture.record.recorder import ProcessInfo, Recorder
@@ -73,9 +74,7 @@ def write_error(folder: Path, info: ProcessInfo, message: str, code: int) -> Non
     folder.mkdir(parents=True, exist_ok=True)
     doc = {"message": message, "exit_code": code, "pid": info.pid, "parent": info.parent, "argv": info.argv,
            "started_as": info.started_as}
-    tmp = folder / f"error.json.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, folder / "error.json")
+    write_atomic(folder / "error.json", doc)
 
 
 def start(root: Path, opts: RecordOptions, *, launcher: int | None = None, argv: list[str] | None = None,
@@ -101,6 +100,7 @@ def start(root: Path, opts: RecordOptions, *, launcher: int | None = None, argv:
         return None
     current = rec
     install_hooks()
+    rec.install_stops()
     return rec
 
 

@@ -7,7 +7,7 @@ testable alone with the fake CUPTI (``tests/test_record_recorder_fake.py``):
 * ``tracker.py``: the callbacks' state machine (nodes, captures, instantiations, replay counts);
 * ``writer.py``: the writer thread (exports, source lines, files, index refreshes);
 * ``coverage.py``: CUPTI kernel activity (``--coverage``, ``--trace-replays``);
-* ``ledger.py``: the process's index.json, memory ledger and trace;
+* ``ledger.py``: the process's memory ledger and the graph entries of its index.json;
 * ``exits.py``: the ways out of a program, each of which finishes the recording first.
 
 The process tree (one recorder in every process of a program) is ``process.py``'s and
@@ -25,11 +25,13 @@ from typing import Any
 
 from cgtool.capture.record import attribution
 from cgtool.capture.record.coverage import Coverage
-from cgtool.capture.record.ledger import index_document, ledger, write_trace
+from cgtool.artifacts.recording import PROCESS_SCHEMA, CompileNotes, MemoryLedger, ProcessIndex, write_atomic
+from cgtool.capture.record.ledger import graph_entry, ledger
 from cgtool.capture.record.options import RecordOptions
+from cgtool.capture.record.stops import Stops
 from cgtool.capture.record.subscription import RecordSetupError, Subscription
 from cgtool.capture.record.tracker import GraphRecord, GraphTracker
-from cgtool.capture.record.writer import Writer, write_json
+from cgtool.capture.record.writer import Writer
 
 __all__ = ["GraphRecord", "ProcessInfo", "RecordSetupError", "Recorder"]
 
@@ -83,6 +85,7 @@ class Recorder:
         self.timings: dict[str, float] = {}  # setup and finish phases, seconds
         self.timeline: dict[str, float] = {}  # wall-clock stamps (time.time()) of the run's phases
         self._env: dict[str, Any] | None = None
+        self.stops: Stops | None = None  # stack dumps on signals and stalls (install_stops)
         self._finished = False
         self._started = False
 
@@ -127,6 +130,13 @@ class Recorder:
         self.writer.start()
         self._started = True
         self.timings["start_s"] = time.perf_counter() - t0
+
+    def install_stops(self) -> None:
+        """Stack dumps on signals and stalls: after the exit guards' own SIGTERM handler (``exits.py``),
+        which they chain to."""
+        if self._started and self.stops is None:
+            self.stops = Stops(self, self.options.hang_after)
+            self.stops.install()
 
     def _submit(self, job: Any) -> None:
         if self.writer is not None:
@@ -255,6 +265,8 @@ class Recorder:
         if self.writer is not None:
             self.writer.out_dir = out_dir
             self.writer.restart_after_fork()
+        if self.stops is not None:
+            self.stops.after_fork_child()
 
     # ------------------------------------------------------------------ finish
     def flush(self, timeout: float = 30.0) -> bool:
@@ -264,9 +276,9 @@ class Recorder:
             return False
         return w.flush(timeout)
 
-    def write_index(self, *, finished: bool, exit_code: int | None = None, ledger_doc: dict[str, Any] | None = None,
+    def write_index(self, *, finished: bool, exit_code: int | None = None, ledger_doc: MemoryLedger | None = None,
                     trace: str | None = None) -> None:
-        write_json(os.path.join(self.out_dir, "index.json"),
+        write_atomic(os.path.join(self.out_dir, "index.json"),
                    index_document(self, finished=finished, exit_code=exit_code, ledger_doc=ledger_doc, trace=trace))
 
     def finish(self, exit_code: int | None, how: str | None = None) -> None:
@@ -303,7 +315,7 @@ class Recorder:
                 doc["cgtool"]["record"]["kernel_ns"] = self.coverage.graph_ns.get(rec.exec_graph_id, 0)
             if doc["cgtool"]["record"]["replays"] != rec.replays or self.coverage is not None:
                 doc["cgtool"]["record"]["replays"] = rec.replays
-                write_json(os.path.join(self.out_dir, rec.file), doc)
+                write_atomic(os.path.join(self.out_dir, rec.file), doc)
         trace_file = None
         if self.options.trace_replays > 0:
             trace_file = write_trace(self, [docs[r.seq] for r in tr.graphs if r.seq in docs])
@@ -312,4 +324,78 @@ class Recorder:
                             finish_rewrite_s=t4 - t3)
         self.timeline["finish_end"] = time.time()
         self.write_index(finished=True, exit_code=exit_code, ledger_doc=ledger_doc, trace=trace_file)
+        if self.stops is not None:
+            self.stops.close()
         self.timings["finish_s"] = time.perf_counter() - t0
+
+
+def index_document(rec: Recorder, *, finished: bool, exit_code: int | None = None,
+                   ledger_doc: MemoryLedger | None = None, trace: str | None = None) -> ProcessIndex:
+    """The process's index.json from the recorder's state."""
+    tracker = rec.tracker
+    with tracker.lock:
+        recs = [r for r in tracker.graphs if r.written]
+        counts = tracker.all_launches()
+    cov = rec.coverage if rec.coverage is not None and finished else None
+    graphs = [graph_entry(r, tracker.replays_of(r, counts), cov) for r in recs]
+    stats = dict(tracker.cb_stats)
+    c_stats, c_errs = rec.sub.compiled_stats()
+    for key, (calls, ns) in c_stats.items():  # node callbacks of other threads are in Python's
+        prev = stats.get(key, [0, 0])
+        stats[key] = [prev[0] + calls, prev[1] + ns]
+    errors = list(rec.errors())
+    if c_errs:
+        errors.append(f"compiled node callback: {c_errs} callback(s) failed")
+    launches = tracker.launch_callbacks
+    if rec.sub.counts_in_c:
+        launches += sum(stats.get((tracker._D_DRV, c), [0])[0] for c in rec.sub.drv_launch)
+    info = rec.info
+    return ProcessIndex(
+        cgtool_record=PROCESS_SCHEMA,
+        program=list(info.argv),
+        pid=info.pid,
+        parent=info.parent,
+        started_as=info.started_as,
+        started=rec.started,
+        finished=finished,
+        exit_code=exit_code,
+        exit=rec.exit_note,
+        rank=info.rank,
+        local_rank=info.local_rank,
+        world_size=info.world_size,
+        cuda=info.cuda_note,
+        graphs=graphs,
+        compile=CompileNotes(cudagraph_skips=list(rec.skips),
+                             graphs_from_compiled_code=[g.label for g in graphs if g.compiled_code]),
+        coverage=cov.summary({r.exec_graph_id for r in tracker.graphs}) if cov is not None else None,
+        ledger=ledger_doc,
+        trace=trace,
+        suspended=list(rec.suspensions),
+        children=list(info.children.values()),
+        recorder_errors=errors,
+        subscriber=rec.sub.how or None,
+        callback_stats={f"{d}/{c}": {"calls": v[0], "s_inside": v[1] / 1e9} for (d, c), v in sorted(stats.items())},
+        launch_callbacks=launches,
+        launches_in_python=tracker.launch_seq,
+        recorder_timings={**rec.timings, **rec.sub.timings, **tracker.exec_totals()},
+        timeline=dict(rec.timeline),
+        layout=getattr(rec.sub.layout, "offsets", None),
+        stopping=rec.stops.to_json() if rec.stops is not None else None,  # stops.py
+    )
+
+
+def write_trace(rec: Recorder, docs: list[dict[str, Any]]) -> str | None:
+    """The traced replays' records as ``trace.json`` (chrome trace, the exports embedded)."""
+    from cgtool.artifacts.chrome import build_trace
+
+    cov = rec.coverage
+    if cov is None or not cov.records:
+        return None
+    meta = {"workload": " ".join(rec.info.argv), "replays": rec.options.trace_replays,
+            "skipped_replays": rec.options.trace_skip, "dropped_records": 0, "collector": "cupti",
+            "recorder": "cgtool record", "pid": rec.info.pid,
+            "CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
+            "environment": docs[0]["cgtool"]["environment"] if docs else {}}
+    trace = build_trace(cov.records, graphs=docs, meta=meta)
+    write_atomic(os.path.join(rec.out_dir, "trace.json"), trace)
+    return "trace.json"

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cgtool.artifacts.recording import helper_command, helpers_in
+import msgspec
 
-#: The schema of the recording's top-level index.json (a process's own index is ``ledger.RECORD_SCHEMA_VERSION``).
-TREE_SCHEMA = 2
+from cgtool.artifacts.recording import (TREE_SCHEMA, ProcessIndex, TreeIndex, TreeProcess, helper_command, helpers_in,
+                                        read_process_index, write_atomic)
+from cgtool.errors import InvalidInputError
 #: How often the launcher scans /proc for the program's descendants (seconds).
 SCAN_S = 0.1
 
@@ -56,6 +57,14 @@ def _read(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
+        return None
+
+
+def _read_index(folder: Path) -> ProcessIndex | None:
+    """A process folder's index, or None where it has none that reads (the process could not start)."""
+    try:
+        return read_process_index(_read(folder / "index.json"), folder)
+    except InvalidInputError:
         return None
 
 
@@ -92,7 +101,7 @@ def reason_not_followed(argv: list[str], exe: str | None, error: dict[str, Any] 
 
 def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int | None,
           seen: dict[int, Seen] | None = None, options: dict[str, Any] | None = None,
-          started: float | None = None, notes: list[str] | None = None) -> dict[str, Any]:
+          started: float | None = None, notes: list[str] | None = None) -> TreeIndex:
     """The tree index of the recording in ``out`` (the processes' folders are read, nothing written)."""
     seen = dict(seen or {})
     procs: list[dict[str, Any]] = []
@@ -102,28 +111,27 @@ def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int
     folders = sorted((d for d in out.glob("p*") if d.is_dir() and _folder_key(d.name) is not None),
                      key=lambda d: _folder_key(d.name) or (0, 0))
     for d in folders:
-        idx = _read(d / "index.json")
-        if not isinstance(idx, dict):
+        idx = _read_index(d)
+        if idx is None:
             err = _read(d / "error.json")
             if isinstance(err, dict) and isinstance(err.get("pid"), int):
                 errors[err["pid"]] = err
             continue
-        for c in idx.get("children") or []:
-            if isinstance(c, dict) and isinstance(c.get("pid"), int):
+        for c in idx.children:
+            if isinstance(c.get("pid"), int):
                 prev = observed.get(c["pid"], {})
                 observed[c["pid"]] = {**prev, **{k: v for k, v in c.items() if v not in (None, [])},
-                                      "observer": idx.get("pid")}
-        graphs = idx.get("graphs") or []
-        pid = idx.get("pid")
+                                      "observer": idx.pid}
+        pid = idx.pid
         procs.append({
-            "pid": pid, "parent": idx.get("parent"), "argv": idx.get("program") or [],
-            "started_as": idx.get("started_as"), "rank": idx.get("rank"), "local_rank": idx.get("local_rank"),
-            "world_size": idx.get("world_size"), "folder": d.name, "followed": True,
-            "finished": bool(idx.get("finished")), "exit_code": idx.get("exit_code"),
-            "exit_code_seen_by": "itself" if idx.get("finished") else None,
-            "exit": idx.get("exit"), "cuda": idx.get("cuda"),
-            "graphs": len(graphs), "replays": sum(int(g.get("replays") or 0) for g in graphs),
-            "suspended": bool(idx.get("suspended")), "reason": None,
+            "pid": pid, "parent": idx.parent, "argv": list(idx.program),
+            "started_as": idx.started_as, "rank": idx.rank, "local_rank": idx.local_rank,
+            "world_size": idx.world_size, "folder": d.name, "followed": True,
+            "finished": idx.finished, "exit_code": idx.exit_code,
+            "exit_code_seen_by": "itself" if idx.finished else None,
+            "exit": idx.exit, "cuda": idx.cuda,
+            "graphs": len(idx.graphs), "replays": sum(g.replays for g in idx.graphs),
+            "suspended": bool(idx.suspended), "reason": None,
         })
         if isinstance(pid, int):
             followed_pids.add(pid)
@@ -166,39 +174,37 @@ def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int
             "reason": reason_not_followed(argv, exe, e),
             "makes_no_graphs": helper_command(argv, exe),
         })
-    helpers = helpers_in(procs)  # helper commands, and what they started: not recorded, no graph missed
-    for p in procs:
-        what = helpers.get(p["pid"]) if not p["followed"] else None
-        if what:
-            p["makes_no_graphs"] = what
-            p["reason"] = f"{what}: a helper command, which makes no CUDA graph; not recorded"
-    procs.sort(key=lambda p: (p["pid"] != root_pid, p.get("pid") or 0))
-    not_followed = [p for p in procs if not p["followed"]]
-    unseen = [p for p in not_followed if not p.get("makes_no_graphs")]
-    unfinished = [p for p in procs if p["followed"] and not p["finished"]]
-    return {
-        "cgtool_record": TREE_SCHEMA,
-        "program": list(program),
-        "exit_code": exit_code,
-        "root_pid": root_pid,
-        "started": started,
-        "ended": time.time(),
-        "options": options or {},
-        "processes": procs,
-        "followed": sum(1 for p in procs if p["followed"]),
-        "not_followed": len(not_followed),
-        "helpers": len(not_followed) - len(unseen),
-        "unfinished": len(unfinished),
-        "complete": not unseen and not unfinished,
-        "notes": list(notes or []) + [
+    entries = [TreeProcess(**p) for p in procs]
+    helpers = helpers_in(entries)  # helper commands, and what they started: not recorded, no graph missed
+    entries = [msgspec.structs.replace(p, makes_no_graphs=helpers[p.pid],
+                                       reason=f"{helpers[p.pid]}: a helper command, which makes no CUDA graph; "
+                                       "not recorded")
+               if not p.followed and p.pid in helpers else p for p in entries]
+    entries.sort(key=lambda p: (p.pid != root_pid, p.pid or 0))
+    not_followed = [p for p in entries if not p.followed]
+    unseen = [p for p in not_followed if not p.makes_no_graphs]
+    unfinished = [p for p in entries if p.followed and not p.finished]
+    return TreeIndex(
+        cgtool_record=TREE_SCHEMA,
+        program=list(program),
+        exit_code=exit_code,
+        root_pid=root_pid,
+        started=started,
+        ended=time.time(),
+        options=options or {},
+        processes=entries,
+        followed=sum(1 for p in entries if p.followed),
+        not_followed=len(not_followed),
+        helpers=len(not_followed) - len(unseen),
+        unfinished=len(unfinished),
+        complete=not unseen and not unfinished,
+        notes=list(notes or []) + [
             "processes were followed through a sitecustomize bootstrap (every Python that inherits PYTHONPATH), "
             "os.register_at_fork, and what recorded processes saw of their children; the launcher also scanned "
             f"/proc every {SCAN_S} s for descendants it could not record (a process that lived shorter than that "
             "and was not started by a recorded Python process may be missing)"],
-    }
+    )
 
 
-def write(out: Path, doc: dict[str, Any]) -> None:
-    tmp = out / f"index.json.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(doc, indent=1))
-    os.replace(tmp, out / "index.json")
+def write(out: Path, doc: TreeIndex) -> None:
+    write_atomic(out / "index.json", doc, indent=1)

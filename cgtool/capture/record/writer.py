@@ -25,22 +25,13 @@ import threading
 import time
 from typing import Any, Callable
 
+import msgspec
+
+from cgtool.artifacts.recording import ExportRecord, write_atomic
 from cgtool.capture.record import attribution
 from cgtool.capture.record.tracker import GraphJob, GraphTracker
 
 _MAX_DEFER_S = 2.0
-
-
-def write_json(path: str, doc: Any) -> None:
-    """``doc`` as JSON at ``path``, replaced at once (a reader never sees half a file)."""
-    # msgspec's encoder: a graph's export is written while the program runs, and json.dump (which
-    # encodes in Python, chunk by chunk, when writing to a file) took milliseconds per graph.
-    import msgspec
-
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(msgspec.json.encode(doc))
-    os.replace(tmp, path)
 
 
 class Writer:
@@ -91,6 +82,13 @@ class Writer:
         self._hurry.set()
         self._queue.put(("flush", done))
         return done.wait(timeout)
+
+    def write_index_now(self, timeout: float = 5.0) -> bool:
+        """Write the index after what is queued, and wait for it (False on timeout or no writer)."""
+        if not self.alive or self.on_writer_thread():
+            return False
+        self._queue.put(("index",))
+        return self.flush(timeout)
 
     def stop(self, timeout: float = 60.0) -> None:
         """Write what is queued at once, then end the thread."""
@@ -239,25 +237,17 @@ class Writer:
         rec.label = f"#{rec.seq} {where}"
         rec.captured_at = f"{begin.file}:{begin.line}" if begin.file else None
         rec.compiled = compiled
-        meta["record"] = {
-            "label": rec.label,
-            "seq": rec.seq,
-            "captured_at": begin.to_json(),
-            "template_graph_id": rec.template_graph_id,
-            "pool": rec.pool,
-            "reserved_during_capture": rec.reserved_during_capture,
-            "replays": rec.replays,
-            "compiled_code": rec.compiled,
-            "capture_inputs": rec.shapes,
-            "thread": "main" if rec.thread == tracker.main else rec.thread,
-            "time_since_start_s": rec.since_start_s,
-            "pid": os.getpid(),
-        }
+        meta["record"] = msgspec.to_builtins(ExportRecord(
+            label=rec.label, seq=rec.seq, captured_at=begin.to_json(), template_graph_id=rec.template_graph_id,
+            pool=rec.pool, reserved_during_capture=rec.reserved_during_capture, replays=rec.replays,
+            compiled_code=rec.compiled, capture_inputs=rec.shapes,
+            thread="main" if rec.thread == tracker.main else rec.thread, time_since_start_s=rec.since_start_s,
+            pid=os.getpid()))
         timings = meta["timings"]
         timings["capture_s"] = rec.capture_s
         timings["instantiate_s"] = rec.instantiate_s
         pause()
-        write_json(os.path.join(self.out_dir, rec.file), data)
+        write_atomic(os.path.join(self.out_dir, rec.file), data)
         self.docs[rec.seq] = data
         rec.write_s = time.perf_counter() - t0
         rec.written = True

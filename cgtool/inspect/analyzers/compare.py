@@ -12,7 +12,7 @@ from cgtool.inspect.results import DepsResult
 def compare_traces(a: DepsResult, b: DepsResult, name_a: str = "a", name_b: str = "b") -> dict[str, Any]:
     """Judge two traces of the same graph (e.g. CUDA_DEVICE_MAX_CONNECTIONS=1 and default) by
     measured span per replay: medians, spreads (IQR), and whether B is faster, slower or the same
-    within the spread. Also sets A's estimated saving against the measured difference."""
+    within the spread. Also puts each one's estimated saving beside the measured difference."""
     ea, eb = sorted(set(a.replay_table["events"].tolist())), sorted(set(b.replay_table["events"].tolist()))
     if ea != eb:
         raise InvalidInputError(

@@ -20,8 +20,7 @@ import numpy as np
 from cgtool.artifacts.trace import Trace
 from cgtool.inspect.analyzers._arrays import dense, latest_before
 from cgtool.inspect.analyzers.matching import PreparedGraph
-from cgtool.inspect.match import Certainty
-from cgtool.inspect.results import DepKind, EventMatch, Finding
+from cgtool.inspect.results import Certainty, DepKind, EventMatch, Finding
 
 KINDS = (DepKind.TRUE, DepKind.FAKE, DepKind.UNDECIDED)
 CERTS = (Certainty.EXACT, Certainty.UNIQUE, Certainty.INVARIANT, Certainty.UNDECIDED)

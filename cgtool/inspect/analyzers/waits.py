@@ -30,8 +30,7 @@ from cgtool.artifacts.graph import NodeType
 from cgtool.inspect.analyzers._arrays import dense
 from cgtool.inspect.analyzers.cover import mean_cover_grouped, overlap_sums
 from cgtool.inspect.analyzers.matching import PreparedGraph
-from cgtool.inspect.match import Certainty
-from cgtool.inspect.results import EventMatch, InferredWait
+from cgtool.inspect.results import Certainty, EventMatch, InferredWait
 
 #: A start counts as late when it is this many µs (or the tolerance, if larger) after the node was ready.
 LATE_US = 1.0
