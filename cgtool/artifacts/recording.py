@@ -117,6 +117,23 @@ class MemoryLedger(_Entry, frozen=True):
     error: str | None = None
 
 
+class KernelCoverage(_Entry, frozen=True):
+    """With ``--coverage``: kernel time inside graph replays against all kernel time (summed durations of
+    CUPTI kernel records, ns). The shares are None where there was no kernel time to divide by."""
+
+    kernel_ns_in_graphs: int = 0
+    kernel_ns_outside_graphs: int = 0
+    kernels_in_graphs: int = 0
+    kernels_outside_graphs: int = 0
+    share_in_graphs: float | None = None
+    # warm-up, compilation and autotuning run before the first graph: the steady state after it
+    kernel_ns_outside_graphs_since_first_graph: int = 0
+    kernels_outside_graphs_since_first_graph: int = 0
+    share_in_graphs_since_first_graph: float | None = None
+    kernel_ns_of_unrecorded_graphs: int = 0
+    note: str | None = None
+
+
 class CompileNotes(_Entry, frozen=True):
     cudagraph_skips: list[dict[str, Any]] = []  # torch.compile's "skipping cudagraphs" reasons
     graphs_from_compiled_code: list[str] = []  # labels
@@ -140,7 +157,7 @@ class ProcessIndex(_Entry, frozen=True):
     world_size: int | None = None
     cuda: dict[str, Any] | None = None  # e.g. a fork of a process that had initialised CUDA
     compile: CompileNotes = CompileNotes()
-    coverage: dict[str, Any] | None = None  # with --coverage
+    coverage: KernelCoverage | None = None  # with --coverage
     ledger: MemoryLedger | None = None
     trace: str | None = None  # with --trace-replays: the trace's file name
     suspended: list[dict[str, Any]] = []

@@ -198,24 +198,18 @@ def collectives_html(figs: CollectiveFigures, source: str) -> str:
 
 
 def record_html(s: RecordSummary, source: str) -> str:
-    """A `cgtool record` recording's answers (``inspect/record_summary.py``): the page opens on them."""
+    """A `cgtool record` recording's answers (``inspect/record_summary.py``): the page opens on them,
+    then its graphs, then its processes; helpers and processes that could not make a graph are
+    counted and folded (a "show" toggle), not listed in the first screen."""
+    from cgtool.inspect.record_summary import cannot_make_graphs
+
     out = [f"<section class=recsummary><h2>recording: {_esc(source)}</h2><ul>"]
     out += [f"<li>{_esc(f)}</li>" for f in s.findings]
-    out.append("</ul><table class=grid><tr><th>process<th>parent<th>rank<th>recorded<th>graphs<th>replays"
-               "<th>capture s<th>exit<th>command</tr>")
-    for p in s.processes:
-        cap = p.capture_s
-        out.append(f"<tr><td class=num>{_esc(p.pid if p.pid is not None else '?')}<td class=num>"
-                   f"{_esc(p.parent if p.parent is not None else '-')}<td class=num>{_esc('-' if p.rank is None else p.rank)}"
-                   f"<td>{'yes' if p.followed else _esc('no: ' + (p.reason or ''))}<td class=num>"
-                   f"{len(p.graphs) if p.followed else '?'}<td class=num>{p.replays if p.followed else '?'}"
-                   f"<td class=num>{'-' if cap is None else f'{cap:.3f}'}<td class=num>"
-                   f"{_esc('-' if p.exit_code is None else p.exit_code)}<td>{_esc(' '.join(p.argv)[:120])}</tr>")
-    out.append("</table>")
+    out.append("</ul>")
     rows = [(p, site, g) for p in s.processes for site in p.sites for g in site.graphs]
     if rows:
-        out.append("<table class=grid><tr><th>process<th>graph<th>captured at<th>nodes<th>replays<th>cap+inst ms"
-                   "<th>MiB taken<th>inputs</tr>")
+        out.append("<table class=grid id=recgraphs><tr><th>process<th>graph<th>captured at<th>nodes<th>replays"
+                   "<th>cap+inst ms<th>MiB taken<th>inputs</tr>")
         for p, site, g in sorted(rows, key=lambda x: -x[2].replays):
             c = g.capture_total_s
             mb = g.reserved_during_capture
@@ -225,6 +219,25 @@ def record_html(s: RecordSummary, source: str) -> str:
                        f"{'' if g.replays_complete else '+'}<td class=num>{'-' if c is None else f'{c * 1e3:.2f}'}"
                        f"<td class=num>{'-' if mb is None else f'{mb / 2**20:.1f}'}<td>{_esc(inputs or '')}</tr>")
         out.append("</table>")
+    head = ("<table class=grid><tr><th>process<th>parent<th>rank<th>recorded<th>graphs<th>replays"
+            "<th>capture s<th>exit<th>command</tr>")
+
+    def row(p: Any) -> str:
+        cap = p.capture_s
+        return (f"<tr><td class=num>{_esc(p.pid if p.pid is not None else '?')}<td class=num>"
+                f"{_esc(p.parent if p.parent is not None else '-')}<td class=num>{_esc('-' if p.rank is None else p.rank)}"
+                f"<td>{'yes' if p.followed else _esc('no: ' + (p.reason or ''))}<td class=num>"
+                f"{len(p.graphs) if p.followed else '?'}<td class=num>{p.replays if p.followed else '?'}"
+                f"<td class=num>{'-' if cap is None else f'{cap:.3f}'}<td class=num>"
+                f"{_esc('-' if p.exit_code is None else p.exit_code)}<td>{_esc(' '.join(p.argv)[:120])}</tr>")
+
+    folded = [p for p in s.processes if (not p.followed and p.helper) or cannot_make_graphs(p) is not None]
+    shown = [p for p in s.processes if not any(p is q for q in folded)]
+    out.append(head + "".join(row(p) for p in shown) + "</table>")
+    if folded:
+        out.append(f"<details class=folded><summary>show {len(folded)} process(es) that made no CUDA graph "
+                   f"and could not make one (helpers, torch.compile's compile workers)</summary>"
+                   + head + "".join(row(p) for p in folded) + "</table></details>")
     out.append("</section>")
     return "".join(out)
 
