@@ -19,13 +19,23 @@ def _has_cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def _gpu_count() -> int:
+    if not _has_cuda():
+        return 0
+    import torch
+
+    return int(torch.cuda.device_count())
+
+
 def pytest_collection_modifyitems(config, items):
-    if _has_cuda():
-        return
+    n = _gpu_count()
     skip = pytest.mark.skip(reason="needs a CUDA GPU with torch built for CUDA (run on the GPU machine)")
+    skip2 = pytest.mark.skip(reason=f"needs 2 CUDA GPUs (this machine has {n}): run on a 2-GPU machine")
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu" in item.keywords and n == 0:
             item.add_marker(skip)
+        elif "gpu2" in item.keywords and n < 2:
+            item.add_marker(skip2)
 
 
 @pytest.fixture

@@ -155,6 +155,8 @@ def install(f: FakeCupti, setattr: Any) -> None:
 
     graphs: dict[int, list[int]] = {}
     f.graphs = graphs  # type: ignore[attr-defined]
+    names: dict[int, list[str]] = {}  # graph -> its kernels' names (default k0, k1, ...)
+    f.kernel_names = names  # type: ignore[attr-defined]
 
     def graph_data(graph: int, exec_: int, *, with_environment: bool = True,
                    handles_out: list[int] | None = None, cupti: Any = None) -> dict[str, Any]:
@@ -164,7 +166,8 @@ def install(f: FakeCupti, setattr: Any) -> None:
         eid = exec_ // 1000
         return {"exec_graph_id": eid,
                 "nodes": [{"index": i, "node_type": "kernel", "tools_id": (eid << 32) | i, "graph_id": eid,
-                           "node_id": i, "kernel_name": f"k{i}", "dependencies": [i - 1] if i else [],
+                           "node_id": i, "kernel_name": (names.get(graph) or [])[i] if i < len(names.get(graph) or []) else f"k{i}",
+                           "dependencies": [i - 1] if i else [],
                            "dependents": [i + 1] if i + 1 < len(handles) else []} for i in range(len(handles))],
                 "cgtool": {"timings": {"export_s": 0.0}, "nodes": [{} for _ in handles], "environment": {}}}
 

@@ -23,6 +23,9 @@ DATA = ROOT / "tests" / "data"
 DOC = ROOT / "docs" / "inputs.md"
 COMMANDS = ("deps", "topo", "dot", "diff", "report")
 SKIP = {"bad", "broken"}  # damaged inputs: the hostile-input tests' own
+#: Folders that hold several data sets (one run of a script): their inputs are these.
+CONTAINERS = {"two_gpus": ["tp_mlp/bundle", "tp_mlp/traces", "tp_mlp/traces_mc1", "nig/bundle", "nig/traces",
+                           "record_rec_hang", "record_rec_nig", "twonode/cap", "twonode/tr"]}
 
 
 def doc_table() -> dict[str, dict[str, str]]:
@@ -96,6 +99,9 @@ def inputs() -> list[Path]:
     out = []
     for d in sorted(DATA.iterdir()):
         if not d.is_dir() or d.name in SKIP:
+            continue
+        if d.name in CONTAINERS:
+            out += [d / sub for sub in CONTAINERS[d.name]]
             continue
         out.append(d)
         out += [f for f in sorted(d.iterdir()) if f.is_file() and f.name.endswith((".json", ".json.gz"))
@@ -278,7 +284,7 @@ def _check_dot(path: Path, dot: Path, shown: dict[str, Any]) -> None:
         return
     rows = dict(x.split(": ", 1) for x in label.split("\\n")[1:])
     cands = [f for _, _, f in shown.get("deps", [])
-             if rows["replays"].startswith(f"{f['replays']} of exec graph {f['graphs'][0]}")]
+             if rows["traced replays"].startswith(f"{f['replays']} of exec graph {f['graphs'][0]}")]
     assert cands, f"deps showed no figures of the graph dot drew: {rows}"
     f = _figures(cands[0])
     for k, v in words.figure_rows(f):

@@ -33,6 +33,8 @@ from typing import Any, Iterable
 import msgspec
 
 from cgtool.artifacts.jsonio import field_error, load_json
+from cgtool.artifacts.stacks import Dump
+from cgtool.artifacts.stacks import read as read_stacks
 from cgtool.errors import InvalidInputError
 
 INDEX = "index.json"
@@ -115,6 +117,23 @@ class MemoryLedger(_Entry, frozen=True):
     error: str | None = None
 
 
+class KernelCoverage(_Entry, frozen=True):
+    """With ``--coverage``: kernel time inside graph replays against all kernel time (summed durations of
+    CUPTI kernel records, ns). The shares are None where there was no kernel time to divide by."""
+
+    kernel_ns_in_graphs: int = 0
+    kernel_ns_outside_graphs: int = 0
+    kernels_in_graphs: int = 0
+    kernels_outside_graphs: int = 0
+    share_in_graphs: float | None = None
+    # warm-up, compilation and autotuning run before the first graph: the steady state after it
+    kernel_ns_outside_graphs_since_first_graph: int = 0
+    kernels_outside_graphs_since_first_graph: int = 0
+    share_in_graphs_since_first_graph: float | None = None
+    kernel_ns_of_unrecorded_graphs: int = 0
+    note: str | None = None
+
+
 class CompileNotes(_Entry, frozen=True):
     cudagraph_skips: list[dict[str, Any]] = []  # torch.compile's "skipping cudagraphs" reasons
     graphs_from_compiled_code: list[str] = []  # labels
@@ -138,7 +157,7 @@ class ProcessIndex(_Entry, frozen=True):
     world_size: int | None = None
     cuda: dict[str, Any] | None = None  # e.g. a fork of a process that had initialised CUDA
     compile: CompileNotes = CompileNotes()
-    coverage: dict[str, Any] | None = None  # with --coverage
+    coverage: KernelCoverage | None = None  # with --coverage
     ledger: MemoryLedger | None = None
     trace: str | None = None  # with --trace-replays: the trace's file name
     suspended: list[dict[str, Any]] = []
@@ -151,6 +170,9 @@ class ProcessIndex(_Entry, frozen=True):
     recorder_timings: dict[str, Any] = {}  # seconds, by phase
     timeline: dict[str, Any] = {}  # time.time() of the run's phases
     layout: Any = None
+    #: where the process stood when stopped or stalled (capture/record/stops.py): main_thread, stack_file,
+    #: dumped_on, hang_after_s, hangs_seen, last_graph, destroy_process_group; None before it was recorded
+    stopping: dict[str, Any] | None = None
 
 
 class ExportRecord(_Entry, frozen=True):
@@ -263,6 +285,17 @@ class Recording:
         """The export of one index entry (plain or gzipped file)."""
         doc: dict[str, Any] = read_json(self.folder / entry.file)
         return doc
+
+    # -- where the process stopped (capture/record/stops.py writes them; inspect/stops.py reads them)
+    @property
+    def stopping(self) -> dict[str, Any]:
+        """The index's ``stopping`` block (``{}`` in recordings made before it existed): main_thread,
+        stack_file, dumped_on, hang_after_s, hangs_seen, last_graph, destroy_process_group."""
+        return dict(self.index.stopping or {})
+
+    def stack_dumps(self) -> list[Dump]:
+        """The stack dumps in the process's ``stacks.txt`` (signals, fatal errors, stalls)."""
+        return read_stacks(self.folder, str(self.stopping.get("stack_file") or "stacks.txt"))
 
 
 # ------------------------------------------------------------------------------ helper commands

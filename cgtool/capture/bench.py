@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from cgtool.artifacts.bench import BenchResults, BenchSpec, WorkloadResult, merge
 from cgtool.capture._deps import require_cuda
-from cgtool.capture.child import child_main, error_result, run_child
+from cgtool.capture.child import child_main, error_result, result_of, run_child
 from cgtool.errors import CgtoolError, UsageError
 
 #: What a caller is told as workloads progress: (workload, index, total).
@@ -266,13 +266,38 @@ def _median(xs: Sequence[float]) -> float:
 def bench_workload(target: str, args: list[str], spec: BenchSpec = BenchSpec(), *,
                    clock: Clock | None = None) -> WorkloadResult:
     """Capture ``target`` in this process and time its replays (and its eager step) as ``spec`` says."""
-    from cgtool.capture import dist
     from cgtool.capture.entrypoint import parse_target
+    from cgtool.capture.runner import capture_workload
+
+    require_cuda("bench")
+    first = capture_workload(parse_target(target), args, check=False)
+    return bench_captured(first, spec, workload=target, args=args, clock=clock)
+
+
+def bench_step(step: Callable[[], Any], spec: BenchSpec = BenchSpec(), *, name: str,
+               clock: Clock | None = None) -> WorkloadResult:
+    """Warm up and capture ``step``, a callable of this process (the pytest fixture ``cgtool_bench``
+    passes the test's step), and time it as ``bench_workload`` times a workload's step; ``name`` is
+    the result's workload label."""
+    from cgtool.capture.entrypoint import Target
+    from cgtool.capture.runner import warm_and_capture
+
+    require_cuda("cgtool_bench")
+    fn = getattr(step, "__qualname__", None) or getattr(step, "__name__", None) or "step"
+    target = Target(spec=name, path=None, module=getattr(step, "__module__", None), function=str(fn))
+    return bench_captured(warm_and_capture(target, step), spec, workload=name, clock=clock)
+
+
+def bench_captured(first: Any, spec: BenchSpec, *, workload: str, args: Sequence[str] = (),
+                   clock: Clock | None = None) -> WorkloadResult:
+    """Time ``first`` (a ``runner.Captured`` of a step warmed up and captured as the user's program
+    would, its check not yet run), its recaptures, its check and its eager step: steps 2-5 of the
+    module docstring, the timing every caller of bench shares."""
+    from cgtool.capture import dist
     from cgtool.capture.export import environment
-    from cgtool.capture.runner import capture_step, capture_workload, check_replay, mismatch_failure, node_count
+    from cgtool.capture.runner import capture_step, check_replay, mismatch_failure, node_count
 
     torch = require_cuda("bench")
-    first = capture_workload(parse_target(target), args, check=False)
     flush = None
     if spec.cold_cache:
         l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
@@ -293,7 +318,7 @@ def bench_workload(target: str, args: list[str], spec: BenchSpec = BenchSpec(), 
                 check=check, flush=flush, clock=clock)
     clk1 = _clock_mhz()
     return WorkloadResult(
-        workload=target, rank=dist.rank() if dist.distributed() else None,
+        workload=workload, rank=dist.rank() if dist.distributed() else None,
         gpu_us=tuple(x for c in t.captures for x in c), host_us=tuple(t.host),
         eager_us=None if t.eager is None else tuple(t.eager), spec=spec,
         capture_medians_us=tuple(_median(c) for c in t.captures),
@@ -306,6 +331,12 @@ def bench_workload(target: str, args: list[str], spec: BenchSpec = BenchSpec(), 
 def _child_request(request: dict[str, Any]) -> dict[str, Any]:
     spec = BenchSpec.from_json(request.get("spec", {}), "the bench request")
     return bench_workload(request["target"], list(request["args"]), spec).to_json()
+
+
+def run_request(request: dict[str, Any]) -> dict[str, Any]:
+    """What the bench child does with its request, in this process: the workload's result as JSON,
+    or the error that stopped it (``benchmarks/bench_vs_plain.py --launch fork`` calls it)."""
+    return result_of(_child_request, request)
 
 
 def _run_in_child(target: str, args: Sequence[str], spec: BenchSpec) -> Mapping[str, Any]:

@@ -60,7 +60,8 @@ def gather(obj: Any) -> list[Any] | None:
                          "torch.distributed.init_process_group() in setup (see sample_workloads/tp_mlp.py), or "
                          "run without --nproc-per-node.")
     data = json.dumps(obj).encode()
-    dev = torch.device("cuda", torch.cuda.current_device())
+    # gloo gathers host tensors (a program on gloo may have no GPU per rank); NCCL device tensors
+    dev = torch.device("cpu") if dist.get_backend() == "gloo" else torch.device("cuda", torch.cuda.current_device())
     size = torch.tensor([len(data)], device=dev)
     sizes = [torch.zeros_like(size) for _ in range(dist.get_world_size())]
     dist.all_gather(sizes, size)

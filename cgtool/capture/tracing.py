@@ -127,10 +127,17 @@ def record_trace(target: str, args: Sequence[str], output: str, *, replays: int 
     """Capture ``target``, trace ``replays`` replays and write the chrome trace to ``output``.
 
     With ``max_connections`` the work runs in a child process started with
-    ``CUDA_DEVICE_MAX_CONNECTIONS`` set (it must be set before CUDA starts)."""
+    ``CUDA_DEVICE_MAX_CONNECTIONS`` set (it must be set before CUDA starts); under torchrun it stays
+    in the rank, whose process group reports to rank 0, with the variable set before CUDA starts."""
     from cgtool.capture import dist
 
     if max_connections is not None and os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") != str(max_connections):
+        if dist.distributed():
+            # A rank reports to rank 0 over the process group its workload starts, so the work stays
+            # in this process: the setting goes into its environment before CUDA starts here.
+            set_connections_before_cuda(max_connections)
+            return record_trace(target, args, output, replays=replays, warmup=warmup, profiler=profiler,
+                                force=force)
         env = {**os.environ, "CUDA_DEVICE_MAX_CONNECTIONS": str(max_connections)}
         res = run_child("cgtool.capture.tracing", {
             "target": target, "args": list(args), "output": output, "replays": replays, "warmup": warmup,
@@ -170,6 +177,21 @@ def record_trace(target: str, args: Sequence[str], output: str, *, replays: int 
     gpu = [r for r in recs if r["kind"] != "launch"]
     return TraceSummary(output, Profiler.CUPTI.value, len(gpu), len(graphs), [g["exec_graph_id"] for g in graphs],
                         sorted({r["channel"] for r in gpu}), doc["cgtool"]["dropped_records"], True, rank)
+
+
+def set_connections_before_cuda(n: int) -> None:
+    """``CUDA_DEVICE_MAX_CONNECTIONS=n`` for this process, which has not started CUDA yet (the driver
+    reads it when the context is made); a :class:`UsageError` when CUDA has already started here."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        from cgtool.errors import UsageError
+
+        raise UsageError(f"--max-connections {n}: CUDA has already started in this rank, with "
+                         f"CUDA_DEVICE_MAX_CONNECTIONS={os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS')}; set "
+                         f"CUDA_DEVICE_MAX_CONNECTIONS={n} in torchrun's environment instead.")
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = str(n)
 
 
 def _child_request(request: dict[str, Any]) -> dict[str, Any]:

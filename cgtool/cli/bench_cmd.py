@@ -11,10 +11,10 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import Progress
 
-from cgtool.artifacts.bench import BenchResults, BenchSpec, env_mismatch
+from cgtool.artifacts.bench import BenchResults, BenchSpec
 from cgtool.cli._common import Force, console_for, err, one_stdout, out, output_path, wrote
 from cgtool.errors import CaptureError, CheckFailed, InvalidInputError, UsageError
-from cgtool.inspect.benchstats import Judgement, Verdict, compare_results, parse_percent
+from cgtool.inspect.benchstats import Judgement, Verdict, compare_results, parse_percent, refuse_env_mismatch
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -39,11 +39,8 @@ def targets_from_pyproject(path: Path = Path("pyproject.toml")) -> list[str]:
 def judge_against(baseline: Path, new: BenchResults, max_regression: str, allow_env_mismatch: bool) -> list[Judgement]:
     """Judge ``new`` against the results in ``baseline`` (refusing another environment)."""
     old = BenchResults.load(baseline)
-    bad = env_mismatch(old, new) if new.environment else []  # no environment: every workload failed (exit 3 below)
-    if bad and not allow_env_mismatch:
-        raise UsageError(f"The baseline {baseline} comes from another environment ({'; '.join(bad)}); timings "
-                         "do not compare across GPUs, drivers or torch versions. Record a new baseline here, "
-                         "or pass --allow-env-mismatch.")
+    if not allow_env_mismatch:  # no environment: every workload failed (exit 3 below)
+        refuse_env_mismatch(old, new, baseline)
     return compare_results(old, new, max_regression=parse_percent(max_regression))
 
 

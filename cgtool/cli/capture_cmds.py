@@ -85,13 +85,19 @@ def export(
     label: Annotated[Optional[str], typer.Option(help="For workloads with several graphs: which one (e.g. fwd0, bwd0).")] = None,
     warmup: Warmup = 3,
     force: Force = False,
+    nproc_per_node: Nproc = None,
 ) -> None:
-    """Capture a workload and write just its graph export as JSON."""
+    """Capture a workload and write just its graph export as JSON.
+
+    Under torchrun each rank writes its own file (graph.rank<k>.json); `cgtool topo DIR` reads them all."""
     from cgtool.artifacts.jsonio import write_json
+    from cgtool.capture import dist
     from cgtool.capture.entrypoint import parse_target
     from cgtool.capture.runner import capture_workload
     from cgtool.errors import UsageError
 
+    relaunch_under_torchrun(nproc_per_node)
+    output = dist.rank_path(output)
     output_path(output, force)
     cap = capture_workload(parse_target(target), list(ctx.args), warmup=warmup, check=False, sources=True)
     exports = dict(cap.exports())
@@ -108,7 +114,7 @@ def trace(
     output: Annotated[Path, typer.Option("-o", "--output", help="Chrome trace to write (.json or .json.gz; `-`: standard output); Perfetto opens it.")] = Path("trace.json.gz"),
     replays: Annotated[int, typer.Option(min=1, help="Traced replays (after warm-up).")] = 5,
     warmup: Warmup = 3,
-    max_connections: Annotated[Optional[int], typer.Option(min=1, max=32, help="Run with CUDA_DEVICE_MAX_CONNECTIONS=N (in a child process, set before CUDA starts).")] = None,
+    max_connections: Annotated[Optional[int], typer.Option(min=1, max=32, help="Run with CUDA_DEVICE_MAX_CONNECTIONS=N (set before CUDA starts: in a child process; under torchrun in each rank).")] = None,
     profiler: Annotated[str, typer.Option(help="cupti (cupti-python: node ids and channels) or torch (torch.profiler: no channels).")] = "cupti",
     force: Force = False,
     nproc_per_node: Nproc = None,

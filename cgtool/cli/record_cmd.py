@@ -31,6 +31,8 @@ def record(
     = D.trace_replays,
     trace_skip: Annotated[int, typer.Option("--trace-skip", min=0, help=help_of("trace_skip"))] = D.trace_skip,
     coverage: Annotated[bool, typer.Option("--coverage", help=help_of("coverage"))] = D.coverage,
+    hang_after: Annotated[Optional[int], typer.Option("--hang-after", min=1, metavar="S", help=help_of("hang_after"))]
+    = D.hang_after,
     nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", min=1, help=help_of("nproc_per_node"))]
     = D.nproc_per_node,
     nnodes: Annotated[Optional[str], typer.Option("--nnodes", help=help_of("nnodes"))] = D.nnodes,
@@ -41,7 +43,7 @@ def record(
     from cgtool.cli.record_run import run_record
 
     run_record(list(ctx.args), RecordOptions.from_environment(
-        out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip, coverage=coverage,
+        out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip, coverage=coverage, hang_after=hang_after,
         nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint))
 
 

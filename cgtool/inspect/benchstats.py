@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Sequence
 
-from cgtool.artifacts.bench import BenchResults, Stats, WorkloadResult
+from cgtool.artifacts.bench import BenchResults, Stats, WorkloadResult, env_mismatch
 from cgtool.errors import UsageError
 
 DEFAULT_MAX_REGRESSION = 0.02
@@ -159,3 +159,15 @@ def compare_results(old: BenchResults, new: BenchResults, **kw: Any) -> list[Jud
         else:
             out.append(judge_results(name, o, n, **kw))
     return out
+
+
+def refuse_env_mismatch(old: BenchResults, new: BenchResults, baseline: object,
+                        flag: str = "--allow-env-mismatch") -> None:
+    """Refuse to judge ``new`` against ``old`` (read from ``baseline``) when their environment
+    fingerprints differ; ``flag`` is the option that allows it (``cgtool bench``'s, or the pytest
+    plugin's). A result without an environment (every workload failed) is not refused here."""
+    bad = env_mismatch(old, new) if new.environment else []
+    if bad:
+        raise UsageError(f"The baseline {baseline} comes from another environment ({'; '.join(bad)}); timings "
+                         "do not compare across GPUs, drivers or torch versions. Record a new baseline here, "
+                         f"or pass {flag}.")

@@ -14,6 +14,7 @@ from cgtool.artifacts.trace import TracerOverhead
 from cgtool.inspect.results import DepsResult
 
 if TYPE_CHECKING:  # the documents of deps runs; importing the readers is the caller's
+    from cgtool.inspect.collectives import CollectiveFigures
     from cgtool.inspect.files import DepsRun
 
 #: The tracer's stretch per GPU item is "of the order of" the gaps deps classifies from this share of
@@ -62,15 +63,34 @@ def deps_doc(r: DepsResult, overhead: TracerOverhead | None) -> dict[str, Any]:
     return doc
 
 
-def deps_document(runs: list[DepsRun], compared: dict[str, Any] | None) -> dict[str, Any]:
+def nccl_figures(runs: list[DepsRun], max_bytes: int | None = None) -> CollectiveFigures | None:
+    """The NCCL figures of a per-rank trace set (``inspect/collectives.py``); None for anything else
+    and where no rank's graphs hold an NCCL kernel."""
+    from cgtool.inspect.collectives import of_rank_files
+
+    if len(runs) < 2 or not all(r.rank is not None and r.process is None for r in runs):
+        return None
+    return of_rank_files({r.rank: r.path for r in runs if r.rank is not None}, max_bytes)
+
+
+def deps_document(runs: list[DepsRun], compared: dict[str, Any] | None,
+                  nccl: CollectiveFigures | None = None) -> dict[str, Any]:
     """``deps --json``'s document: one trace's (with the comparison, given one), or every rank's or
-    trace's of an input that holds several."""
+    trace's of an input that holds several (a per-rank set with its ``nccl`` figures, null without)."""
 
     def doc(run: DepsRun) -> dict[str, Any]:
         d = deps_doc(run.result, run.overhead)
         if len(runs) > 1:  # which file each is (one trace's document is the same whatever its path)
             d["trace"] = str(run.path)
         d["graphs"] = {str(gid): run.result.figures(gid).to_json() for gid in run.result.graphs}
+        if len(run.result.graphs) > 1:  # a median across different graphs is no graph's: see "graphs"
+            for k in ("span_median_us", "span_mean_us", "critical_path_us", "median_span_us", "mean_span_us"):
+                if k in d["summary"]:
+                    d["summary"][k] = None
+            d["summary"]["per_graph"] = "span and critical path are per graph, under \"graphs\""
+        for gid, name in (run.names or {}).items():  # each graph named as topo, diff and report name it
+            if str(gid) in d["graphs"]:
+                d["graphs"][str(gid)]["name"] = name
         return d
 
     if len(runs) == 1:
@@ -79,5 +99,6 @@ def deps_document(runs: list[DepsRun], compared: dict[str, Any] | None) -> dict[
             d["compare"] = compared
         return d
     if all(r.rank is not None and r.process is None for r in runs):
-        return {"schema_version": 2, "ranks": {str(r.rank): doc(r) for r in runs}}
+        return {"schema_version": 2, "ranks": {str(r.rank): doc(r) for r in runs},
+                "nccl": nccl.to_json() if nccl is not None else None}
     return {"schema_version": 2, "traces": {r.label: doc(r) for r in runs}}

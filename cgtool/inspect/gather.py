@@ -18,6 +18,7 @@ from cgtool.artifacts.recording import is_recording
 from cgtool.errors import InvalidInputError, UsageError
 from cgtool.inspect import DEFAULT_TOLERANCE_US
 from cgtool.inspect.benchstats import Judgement, compare_results
+from cgtool.inspect.collectives import CollectiveFigures, collective_figures
 from cgtool.inspect.inputs import InputKind, Resolved, resolve
 from cgtool.inspect.record_summary import RecordSummary, summarize
 from cgtool.inspect.views import Analyses, GraphView, Replay, graph_view
@@ -37,6 +38,7 @@ class BenchView:
 @dataclass
 class Gathered:
     graphs: list[GraphView] = field(default_factory=list)
+    collectives: list[tuple[str, CollectiveFigures]] = field(default_factory=list)  # per-rank trace sets with NCCL
     bench: list[BenchView] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: what each `cgtool record` folder given says (its path as given), from the one reading of it
@@ -74,6 +76,13 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
             if item.trace is not None and id(item.trace) in failed:
                 item.trace = None
             out.graphs.append(analyses.view(item))
+        if r.kind is InputKind.RANKS:
+            ranked = {ts.rank: ts for ts in r.traces
+                      if ts.rank is not None and ts.process is None and ts.graphs and id(ts) not in failed}
+            if len(ranked) > 1:  # NCCL kernels in the replays: their share, overlap, waits (deps's table)
+                figs = collective_figures({rk: ts.load(max_bytes) for rk, ts in ranked.items()})
+                if not figs.empty:
+                    out.collectives.append((str(r.path), figs))
         for ts in r.traces:
             ts.forget()  # the columns are not needed once analysed (a folder may hold many traces)
         for f, b in r.bench:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from cgtool.artifacts.recording import (GraphEntry, PoolBytes, ProcessEntry, ProcessIndex, Recording,
-                                        RecordingTree, TracedLaunch, read_json, trace_path)
+                                        RecordingTree, TracedLaunch, helper_command, read_json, trace_path)
 from cgtool.errors import InvalidInputError
 
 #: The share of replays "the graphs that serve traffic" must reach (the findings name the fewest
@@ -233,7 +233,9 @@ def summarize(tree: RecordingTree) -> RecordSummary:
         if id(r) not in used:
             procs.append(_process(tree, r, None))
     s = RecordSummary(tuple(procs), tree.complete, tree.exit_code, tree.program)
-    return RecordSummary(s.processes, s.complete, s.exit_code, s.program, tuple(findings(s)))
+    from cgtool.inspect import stops  # where processes stopped or stalled (stack dumps)
+
+    return RecordSummary(s.processes, s.complete, s.exit_code, s.program, tuple(findings(s)) + tuple(stops.findings(tree)))
 
 
 def mib(v: float | int | None) -> str:
@@ -263,6 +265,54 @@ def _memory_of(graphs: Sequence[GraphStat]) -> str:
     return f"took {mib(total)} during their capture" + (f" (unknown for {unk})" if unk else "")
 
 
+def cannot_make_graphs(p: ProcessSummary) -> str | None:
+    """What a recorded process that made no graph is when it could not have made one, or None:
+    torch.compile's compile workers and other helpers (by their command line), and forks of a
+    process that had initialised CUDA that never tried to use it (those that tried are not folded:
+    the advice to use spawn is for them)."""
+    if not p.followed or p.graphs:
+        return None
+    what = helper_command(p.argv)
+    cuda = p.cuda or {}
+    if cuda.get("usable") is False:
+        if cuda.get("tried"):
+            return None
+        return (what or "a process") + " forked after CUDA was initialised in its parent"
+    return what
+
+
+def idle_kinds(s: RecordSummary) -> Counter[str]:
+    """The processes that made no graph and could not, counted per kind (``cannot_make_graphs``)."""
+    return Counter(k for k in (cannot_make_graphs(p) for p in s.processes) if k)
+
+
+def inputs_text(g: GraphStat) -> str | None:
+    """The inputs a cudagraph-trees graph was recorded for, by argument name where recorded:
+    ``x: [8, 64], s0: 8``; None for other graphs."""
+    ci = g.capture_inputs
+    if not ci:
+        return None
+    shapes = ci.get("inputs") or []
+    names = ci.get("names") or []
+    if not shapes:
+        static = ci.get("static_inputs")
+        return "no dynamic input" + (f" ({static} static)" if static else "")
+    return ", ".join(f"{names[k]}: {v}" if k < len(names) and names[k] else f"input {k}: {v}"
+                     for k, v in enumerate(shapes))
+
+
+def empty_graph_text(p: ProcessSummary, g: GraphStat) -> str | None:
+    """What made a graph of no nodes, where the recording says: CUDA graph trees (torch.compile's
+    mode="reduce-overhead") capture an empty graph when they start, to own their memory pool."""
+    if g.nodes:
+        return None
+    compiled = p.recording is not None and bool(p.recording.index.compile.graphs_from_compiled_code)
+    if compiled and g.capture_inputs is None and g.pool and any(o.pool == g.pool and o.nodes for o in p.graphs):
+        return (f"#{g.seq} is empty: torch.compile's CUDA graph trees capture an empty graph when they start, "
+                f"to own the memory pool ({g.pool}) their graphs share; it runs no work")
+    return f"#{g.seq} is empty: its capture recorded no work"
+
+
 def findings(s: RecordSummary) -> list[str]:
     """The recording's answers, as sentences."""
     out: list[str] = []
@@ -282,8 +332,9 @@ def findings(s: RecordSummary) -> list[str]:
                        "the program made none.")
     else:
         with_graphs = [p for p in followed if p.graphs]
-        out.append(f"{len(graphs)} graph(s) in {len(with_graphs)} of {len(followed)} recorded process(es), "
-                   f"{total} replay(s).")
+        idle_n = sum(idle_kinds(s).values())
+        out.append(f"{len(graphs)} graph(s) in {len(with_graphs)} of {len(followed) - idle_n} recorded process(es)"
+                   + (f" (and {idle_n} that could not make one)" if idle_n else "") + f", {total} replay(s).")
     if graphs and total:
         ranked = sorted(graphs, key=lambda g: -g.replays)
         acc, k = 0, 0
@@ -304,11 +355,17 @@ def findings(s: RecordSummary) -> list[str]:
     for p in followed:
         for site in p.sites:
             if len(site.graphs) > 1:
-                shapes = site.shapes
-                again = (f", re-recorded for inputs {', '.join(map(str, shapes[:6]))}{' ...' if len(shapes) > 6 else ''}"
-                         if shapes else "")
-                out.append(f"{_where(site.site)} captured {len(site.graphs)} graphs in {_who(p)}{again}; "
-                           f"{len(site.never_replayed)} of them never replayed.")
+                per_graph = [(g, inputs_text(g)) for g in site.graphs]
+                again = "".join(f"\n  #{g.seq}: {t}" for g, t in per_graph[:8] if t is not None)
+                more = sum(1 for _, t in per_graph[8:] if t is not None)
+                again += f"\n  ... and {more} more" if more else ""
+                out.append(f"{_where(site.site)} captured {len(site.graphs)} graphs in {_who(p)}; "
+                           f"{len(site.never_replayed)} of them never replayed"
+                           + (f"; the inputs each was recorded for:{again}" if again else "."))
+        for g in p.graphs:
+            empty = empty_graph_text(p, g)
+            if empty:
+                out.append(f"{_who(p)}: {empty}.")
     cap = [(p, p.capture_s) for p in followed if p.capture_s]
     if cap:
         total_cap = sum(c for _, c in cap if c)
@@ -338,8 +395,12 @@ def findings(s: RecordSummary) -> list[str]:
                        + (f"; it did not resume ({sp['not_resumed']})" if sp.get("not_resumed") else
                           "; it resumed when the profiler stopped" if sp.get("resumed_at_s") is not None else "")
                        + ".")
-        if p.cuda and p.cuda.get("usable") is False:
+        if p.cuda and p.cuda.get("usable") is False and p.cuda.get("tried"):  # it tried the GPU: advise
             out.append(f"{_who(p)}: {p.cuda.get('reason')}.")
+    kinds = idle_kinds(s)
+    if kinds:
+        out.append(f"{sum(kinds.values())} recorded process(es) made no graph and could not make one: "
+                   + "; ".join(f"{n}x {k}" for k, n in kinds.most_common(5)) + ".")
     if not_followed:
         reasons = Counter(_short_reason(p.reason) for p in not_followed)
         out.append(f"{len(not_followed)} process(es) could not be recorded: "

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from cgtool._version import __version__
 from cgtool.artifacts.bench import WorkloadResult
 from cgtool.artifacts.names import demangle, short_name
+from cgtool.inspect.collectives import CollectiveFigures
 from cgtool.inspect.gather import BenchView, Gathered
 from cgtool.inspect.record_summary import RecordSummary
 from cgtool.inspect.results import Lane
@@ -166,25 +167,49 @@ def bench_html(b: BenchView, plots: bool) -> str:
     return "".join(out)
 
 
+def collectives_html(figs: CollectiveFigures, source: str) -> str:
+    """The NCCL kernels of a per-rank trace set's graph replays (``cgtool deps DIR``'s table)."""
+    def f(v: float | None, fmt: str) -> str:
+        return "?" if v is None else format(v, fmt)
+
+    out = [f"<section class=collectives><h2>NCCL in graph replays: {_esc(source)}</h2>",
+           ("<p class=note>Per rank, means over the traced replays: the NCCL kernels' share of the replay span, "
+            "the part of it other kernels of the replay overlapped, and how long the rank's last collective ran "
+            "beyond the shortest rank's (its wait for the others).</p>"),
+           ("<table class=grid><tr><th>rank<th>graph<th>replays<th>span µs<th>NCCL µs<th>NCCL share<th>overlapped"
+            "<th>waited µs</tr>")]
+    for r, gs in figs.ranks.items():
+        for g in gs:
+            x = g.figures()
+            out.append(f"<tr><td>{r}<td class=num>{g.graph_id}<td class=num>{x['replays']}<td class=num>"
+                       f"{f(x['span_us'], '.1f')}<td class=num>{f(x['nccl_us'], '.1f')}<td class=num>"
+                       f"{f(x['nccl_share'], '.1%')}<td class=num>{f(x['nccl_overlap'], '.1%')}<td class=num>"
+                       f"{f(x['wait_us'], '.1f')}</tr>")
+    out.append("</table>")
+    for sk in figs.skew:
+        if sk.get("start_skew_us") is None:
+            out.append(f"<p>replay start skew unknown: {_esc(sk.get('reason'))}</p>")
+        else:
+            per = ", ".join(f(v, ".1f") for v in sk["start_skew_us"])
+            out.append(f"<p>replay start skew between ranks (relative to each rank's collective end), per replay: "
+                       f"{per} µs; mean {f(sk.get('mean_start_skew_us'), '.1f')} µs</p>")
+    out.append("</section>")
+    return "".join(out)
+
+
 def record_html(s: RecordSummary, source: str) -> str:
-    """A `cgtool record` recording's answers (``inspect/record_summary.py``): the page opens on them."""
+    """A `cgtool record` recording's answers (``inspect/record_summary.py``): the page opens on them,
+    then its graphs, then its processes; helpers and processes that could not make a graph are
+    counted and folded (a "show" toggle), not listed in the first screen."""
+    from cgtool.inspect.record_summary import cannot_make_graphs
+
     out = [f"<section class=recsummary><h2>recording: {_esc(source)}</h2><ul>"]
     out += [f"<li>{_esc(f)}</li>" for f in s.findings]
-    out.append("</ul><table class=grid><tr><th>process<th>parent<th>rank<th>recorded<th>graphs<th>replays"
-               "<th>capture s<th>exit<th>command</tr>")
-    for p in s.processes:
-        cap = p.capture_s
-        out.append(f"<tr><td class=num>{_esc(p.pid if p.pid is not None else '?')}<td class=num>"
-                   f"{_esc(p.parent if p.parent is not None else '-')}<td class=num>{_esc('-' if p.rank is None else p.rank)}"
-                   f"<td>{'yes' if p.followed else _esc('no: ' + (p.reason or ''))}<td class=num>"
-                   f"{len(p.graphs) if p.followed else '?'}<td class=num>{p.replays if p.followed else '?'}"
-                   f"<td class=num>{'-' if cap is None else f'{cap:.3f}'}<td class=num>"
-                   f"{_esc('-' if p.exit_code is None else p.exit_code)}<td>{_esc(' '.join(p.argv)[:120])}</tr>")
-    out.append("</table>")
+    out.append("</ul>")
     rows = [(p, site, g) for p in s.processes for site in p.sites for g in site.graphs]
     if rows:
-        out.append("<table class=grid><tr><th>process<th>graph<th>captured at<th>nodes<th>replays<th>cap+inst ms"
-                   "<th>MiB taken<th>inputs</tr>")
+        out.append("<table class=grid id=recgraphs><tr><th>process<th>graph<th>captured at<th>nodes<th>replays"
+                   "<th>cap+inst ms<th>MiB taken<th>inputs</tr>")
         for p, site, g in sorted(rows, key=lambda x: -x[2].replays):
             c = g.capture_total_s
             mb = g.reserved_during_capture
@@ -194,6 +219,25 @@ def record_html(s: RecordSummary, source: str) -> str:
                        f"{'' if g.replays_complete else '+'}<td class=num>{'-' if c is None else f'{c * 1e3:.2f}'}"
                        f"<td class=num>{'-' if mb is None else f'{mb / 2**20:.1f}'}<td>{_esc(inputs or '')}</tr>")
         out.append("</table>")
+    head = ("<table class=grid><tr><th>process<th>parent<th>rank<th>recorded<th>graphs<th>replays"
+            "<th>capture s<th>exit<th>command</tr>")
+
+    def row(p: Any) -> str:
+        cap = p.capture_s
+        return (f"<tr><td class=num>{_esc(p.pid if p.pid is not None else '?')}<td class=num>"
+                f"{_esc(p.parent if p.parent is not None else '-')}<td class=num>{_esc('-' if p.rank is None else p.rank)}"
+                f"<td>{'yes' if p.followed else _esc('no: ' + (p.reason or ''))}<td class=num>"
+                f"{len(p.graphs) if p.followed else '?'}<td class=num>{p.replays if p.followed else '?'}"
+                f"<td class=num>{'-' if cap is None else f'{cap:.3f}'}<td class=num>"
+                f"{_esc('-' if p.exit_code is None else p.exit_code)}<td>{_esc(' '.join(p.argv)[:120])}</tr>")
+
+    folded = [p for p in s.processes if (not p.followed and p.helper) or cannot_make_graphs(p) is not None]
+    shown = [p for p in s.processes if not any(p is q for q in folded)]
+    out.append(head + "".join(row(p) for p in shown) + "</table>")
+    if folded:
+        out.append(f"<details class=folded><summary>show {len(folded)} process(es) that made no CUDA graph "
+                   f"and could not make one (helpers, torch.compile's compile workers)</summary>"
+                   + head + "".join(row(p) for p in folded) + "</table></details>")
     out.append("</section>")
     return "".join(out)
 
@@ -245,6 +289,7 @@ def render_html(data: Gathered, *, title: str = "cgtool report", plots: bool = T
  · {plural(len(data.bench), 'bench result')}</p>{notes}</header>
 {"".join(record_html(r, src) for src, r in recordings)}
 {graph_part}
+{"".join(collectives_html(f, src) for src, f in data.collectives)}
 <div id=bench>{benches}</div>
 <script type="application/json" id=cgdata>{_json_script({"sections": sections})}</script>
 <script>{_asset("report.js")}</script>

@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from cgtool.capture.record import tree
+from cgtool.capture.record import stops, tree
 from cgtool.capture.record.options import PROCESS_ENV, RecordOptions, process_env_value
 from cgtool.errors import CgtoolError, ExitCode, OutputExistsError, UsageError
 
@@ -312,6 +312,7 @@ def run(opts: RecordOptions, program: list[str]) -> int:
         code = _wait(proc, watcher)
         watcher.stop()
         watcher.scan()
+        stops.drop_empty_stack_files(out)  # written only where a dump went in
         err = _root_error(out, proc.pid)
         if err is not None:
             raise RecordSetupFailed(str(err.get("message")), int(str(err.get("exit_code") or 3)))

@@ -46,10 +46,13 @@ class RecordOptions:
     subscriber: Subscriber = "auto"  # how CUPTI calls back (SUBSCRIBER_ENV)
     writer_quiet_s: float = 0.25  # the writer waits this long after the last capture before writing
     index_refresh_s: float = 1.0  # replay counts refreshed in the process's index.json this often (0: at the end)
+    hang_after: Optional[int] = None  # seconds without a graph captured or launched before a process's stacks are written
 
     def __post_init__(self) -> None:
         if self.trace_replays < 0 or self.trace_skip < 0:
             raise ValueError("trace_replays and trace_skip are counts (>= 0)")
+        if self.hang_after is not None and self.hang_after < 1:
+            raise ValueError("hang_after is at least 1 second")
         if self.nproc_per_node < 1:
             raise ValueError("nproc_per_node is at least 1")
         if self.subscriber not in SUBSCRIBERS:
@@ -122,6 +125,10 @@ CLI: tuple[CliOption, ...] = (
               "Measure the share of the run's GPU kernel time spent inside graph replays, over the run and from "
               "the first graph on (CUPTI kernel records for the whole run: ~5% more wall time on the benchmark). "
               "On with --trace-replays."),
+    CliOption(("--hang-after",), "hang_after", "int>=1",
+              "Write the Python stacks of every process that made no progress (no graph captured, instantiated or "
+              "launched) for S seconds into its stacks.txt, without stopping it; the summary says where each "
+              "stood."),
     CliOption(("--nproc-per-node",), "nproc_per_node", "int>=1",
               "Start the program through torchrun with N ranks (the same as `-- torchrun --nproc-per-node N "
               "prog.py`)."),

@@ -28,6 +28,7 @@ from cgtool.capture.record.coverage import Coverage
 from cgtool.artifacts.recording import PROCESS_SCHEMA, CompileNotes, MemoryLedger, ProcessIndex, write_atomic
 from cgtool.capture.record.ledger import graph_entry, ledger
 from cgtool.capture.record.options import RecordOptions
+from cgtool.capture.record.stops import Stops
 from cgtool.capture.record.subscription import RecordSetupError, Subscription
 from cgtool.capture.record.tracker import GraphRecord, GraphTracker
 from cgtool.capture.record.writer import Writer
@@ -84,6 +85,7 @@ class Recorder:
         self.timings: dict[str, float] = {}  # setup and finish phases, seconds
         self.timeline: dict[str, float] = {}  # wall-clock stamps (time.time()) of the run's phases
         self._env: dict[str, Any] | None = None
+        self.stops: Stops | None = None  # stack dumps on signals and stalls (install_stops)
         self._finished = False
         self._started = False
 
@@ -128,6 +130,13 @@ class Recorder:
         self.writer.start()
         self._started = True
         self.timings["start_s"] = time.perf_counter() - t0
+
+    def install_stops(self) -> None:
+        """Stack dumps on signals and stalls: after the exit guards' own SIGTERM handler (``exits.py``),
+        which they chain to."""
+        if self._started and self.stops is None:
+            self.stops = Stops(self, self.options.hang_after)
+            self.stops.install()
 
     def _submit(self, job: Any) -> None:
         if self.writer is not None:
@@ -256,6 +265,8 @@ class Recorder:
         if self.writer is not None:
             self.writer.out_dir = out_dir
             self.writer.restart_after_fork()
+        if self.stops is not None:
+            self.stops.after_fork_child()
 
     # ------------------------------------------------------------------ finish
     def flush(self, timeout: float = 30.0) -> bool:
@@ -313,6 +324,8 @@ class Recorder:
                             finish_rewrite_s=t4 - t3)
         self.timeline["finish_end"] = time.time()
         self.write_index(finished=True, exit_code=exit_code, ledger_doc=ledger_doc, trace=trace_file)
+        if self.stops is not None:
+            self.stops.close()
         self.timings["finish_s"] = time.perf_counter() - t0
 
 
@@ -367,6 +380,7 @@ def index_document(rec: Recorder, *, finished: bool, exit_code: int | None = Non
         recorder_timings={**rec.timings, **rec.sub.timings, **tracker.exec_totals()},
         timeline=dict(rec.timeline),
         layout=getattr(rec.sub.layout, "offsets", None),
+        stopping=rec.stops.to_json() if rec.stops is not None else None,  # stops.py
     )
 
 

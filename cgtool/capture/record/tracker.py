@@ -562,6 +562,11 @@ def capture_shapes(frame: Any, frames: list[RawFrame]) -> dict[str, Any] | None:
                 if items and "inputs" not in out:
                     dynamic = [x for k, x in enumerate(items) if k not in static]
                     out["inputs"] = [_shape(x) for x in dynamic[:_MAX_SHAPES]]
+                    # the compiled graph's placeholders name its inputs (``PlaceholderInfo.name``)
+                    holders = getattr(getattr(loc.get("self"), "wrapped_function", None), "placeholders", None)
+                    if holders is not None and len(holders) == len(items):
+                        names = [str(getattr(h, "name", "") or "") for k, h in enumerate(holders) if k not in static]
+                        out["names"] = names[:_MAX_SHAPES]
                     out["n_inputs"] = len(items)
                     out["static_inputs"] = len(items) - len(dynamic)
                 if "int_key" in loc and loc["int_key"] is not None:

@@ -83,6 +83,13 @@ class Writer:
         self._queue.put(("flush", done))
         return done.wait(timeout)
 
+    def write_index_now(self, timeout: float = 5.0) -> bool:
+        """Write the index after what is queued, and wait for it (False on timeout or no writer)."""
+        if not self.alive or self.on_writer_thread():
+            return False
+        self._queue.put(("index",))
+        return self.flush(timeout)
+
     def stop(self, timeout: float = 60.0) -> None:
         """Write what is queued at once, then end the thread."""
         if self.alive and not self.on_writer_thread():
