@@ -531,6 +531,35 @@ def test_a_mempool_dying_while_torch_begins_the_capture_is_parked(monkeypatch, b
     assert alloc.aborts == [] and alloc.recording == [] and (0, 85) in alloc.freed
 
 
+@pytest.mark.parametrize("fails_at", ["capture_begin", "capture_end"])
+def test_the_rng_reset_capture_that_fails_ends_its_routing(monkeypatch, fails_at):
+    # After a failed capture the engine runs an empty capture so the CUDA generator leaves capture
+    # mode. If that capture fails in turn, torch leaves allocation routed to its pool: every later
+    # MemPool destructor would abort the process.
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    torch.cuda.Stream = lambda: FakeStream("rng", 77)
+
+    class FailingGraph(FakeTorchGraph):
+        def capture_begin(self, pool=None, **k):
+            # torch makes a pool of its own when given none; routes allocations to it
+            super().capture_begin(pool if pool is not None else (5, 0), **k)
+            if fails_at == "capture_begin":  # cudaStreamBeginCapture failing after the routing began
+                raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+        def capture_end(self):
+            self.calls.append(("capture_end",))
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+
+    monkeypatch.setattr(eng, "_ORIGINALS", {"CUDAGraph": FailingGraph, "graph_pool_handle": lambda: (0, 3)})
+    monkeypatch.setattr(eng, "_RNG_RESET", {})
+    eng._leave_rng_capture_mode(torch)  # raises nothing: as on torch alone, the next capture ends RNG capture mode
+    assert alloc.recording == [] and all(n == 0 for n in alloc.use_count.values())
+    mp = DtorPool(alloc, (0, 86))
+    del mp
+    assert alloc.aborts == [] and (0, 86) in alloc.freed
+    assert gc.isenabled()
+
+
 def _live(cls):
     return sum(type(o) is cls for o in gc.get_objects())
 
