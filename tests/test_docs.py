@@ -366,7 +366,7 @@ def _res(name: str) -> dict:
 
 
 def test_performance_bench_figures_are_the_result_files() -> None:
-    d = _res("bench_vs_plain_h100.json")
+    d = _res("bench_vs_plain_hf_h100.json")
     one = _res("bench_vs_plain_one_kernel_h100.json")["results"]["one_kernel"]  # its own 6-round run
     plain = [x["median_us"] for x in one["plain"]]
     ours = [x["median_us"] for x in one["cgtool"]]
