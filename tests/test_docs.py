@@ -273,11 +273,18 @@ def test_readme_deps_figures_from_the_raw_cupti_records() -> None:
     n = len(replays)
     text = README.read_text()
     assert f"│ fake dependencies │ {fake} ({len(pairs)} distinct pairs, {fake / n:.1f} per replay)" in text
-    assert f"waited {waited / n / 1000:.2f} ms per replay behind them" in text
-    # the screenshot's caption: node #11 waited behind #3 in every replay
+    assert f"waited {waited / n / 1000:.2f} ms per replay in all" in text
+    # the screenshot's caption: node #11 started after #3 in every replay, with others running between
     assert {a for a, _ in behind11} == {3} and len(behind11) == n
     mean = statistics.mean(w for _, w in behind11)
-    assert f"node #11 is\nselected; it waited behind #3 ({n}×, {mean:.1f} µs on average)" in text
+    caption = " ".join(text.split("node #11 is")[1].split("*")[0].split())
+    assert caption.startswith(f"selected; it started after #3 ended ({n}×), waiting {mean:.1f} µs on average"), caption
+    for evs in replays.values():
+        by_node = {e["graph_node_id"] & 0xFFFFFFFF: e for e in evs}
+        a_end, b_start = by_node[3]["end"], by_node[11]["start"]
+        between = sorted(k for k, e in by_node.items() if k not in (3, 11) and e["start"] < b_start and e["end"] > a_end)
+        assert between == [5, 7, 9]
+    assert "#5, #7 and #9 ran on the channel in between" in caption
 
 
 def test_readme_source_lines_are_the_programs_lines() -> None:
@@ -365,7 +372,7 @@ def _res(name: str) -> dict:
 
 
 def test_performance_bench_figures_are_the_result_files() -> None:
-    d = _res("bench_vs_plain_h100.json")
+    d = _res("bench_vs_plain_hf_h100.json")
     one = _res("bench_vs_plain_one_kernel_h100.json")["results"]["one_kernel"]  # its own 6-round run
     plain = [x["median_us"] for x in one["plain"]]
     ours = [x["median_us"] for x in one["cgtool"]]

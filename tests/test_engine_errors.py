@@ -6,6 +6,7 @@ so code that catches RuntimeError/TypeError or matches torch's text keeps workin
 
 import contextlib
 import gc
+import json
 import pickle
 import re
 import weakref
@@ -32,6 +33,7 @@ class FakeAllocator:
         self.use_count = {}
         self.recording = []  # pool ids allocation is routed to, as torch's captures_underway
         self.freed = []  # pools whose use count reached 0
+        self.aborts = []  # (pool, routing) for each MemPool destroyed while allocation was routed
 
     def incref(self, pool):
         self.use_count[pool] = self.use_count.get(pool, 0) + 1
@@ -68,12 +70,14 @@ class FakeTorchGraph:
         self.calls.append(("capture_begin", a, k))
         self._pool = a[0]
         if self.allocator is not None:
-            self.allocator.incref(self._pool)  # torch's capture_begin: beginAllocateToPool
+            self.allocator.begin(0, self._pool)  # torch's capture_begin: beginAllocateToPool
 
     def capture_end(self):
         self.calls.append(("capture_end",))
-        if self.fail_end:
+        if self.fail_end:  # torch 2.11 raises from cudaStreamEndCapture, before endAllocateToPool
             raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+        if self.allocator is not None:
+            self.allocator.end(0, self._pool)
 
     def instantiate(self):
         self.calls.append(("instantiate",))
@@ -113,7 +117,7 @@ class FakeStream:
     __hash__ = None
 
 
-def fake_torch(stream="side", version="2.11.0", released=None, allocator=None, capturing=lambda: True):
+def fake_torch(stream="side", version="2.11.0", released=None, allocator=None, capturing=lambda: bool(eng._CAPTURING)):
     released = [] if released is None else released
     streams = {"side": FakeStream("side", 11), "default": FakeStream("default", 0)}
     cur = {"stream": streams[stream]}
@@ -133,11 +137,21 @@ def fake_torch(stream="side", version="2.11.0", released=None, allocator=None, c
             _get_device_index=lambda d: int(d),
             is_current_stream_capturing=capturing,
             MemPool=FakeMemPool,
+            stream=lambda s: _enter_stream(cur, s),
         ),
         _C=c,
     )
     torch.set_stream = lambda name: cur.update(stream=streams.get(name) or FakeStream(name, 1000 + len(name)))
     return torch
+
+
+@contextlib.contextmanager
+def _enter_stream(cur, stream):
+    prev, cur["stream"] = cur["stream"], stream
+    try:
+        yield
+    finally:
+        cur["stream"] = prev
 
 
 @pytest.fixture(autouse=True)
@@ -260,17 +274,26 @@ def test_mempool_is_passed_by_id_and_kept_alive_until_reset():
     assert ref() is None
 
 
-def test_failed_capture_pool_released_on_reset():
-    released = []
-    g = make(torch=fake_torch(released=released), fail_end=True)
+def test_failed_capture_ends_allocation_to_its_pool_and_gives_it_back(monkeypatch):
+    # torch 2.11's capture_end raises before endAllocateToPool: the engine ends the routing and gives
+    # the capture's use of the pool back when the capture fails, once (reset() does not again).
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    g = make(torch=torch, fail_end=True)
+    failed_torch_graph = g._g
     with pytest.raises(ValueError):
         with _ctx(g):
+            assert alloc.recording == [(0, 1)]
             raise ValueError("body failed")
-    assert released == []  # nothing until reset()
+    assert alloc.recording == []  # a later capture into (0, 1) is not refused as "already recording"
+    assert alloc.use_count[(0, 1)] == 0 and alloc.freed == [(0, 1)]
     with pytest.raises(RuntimeError, match="reset"):
         g.replay()
+    with pytest.raises(RuntimeError, match="without a preceding successful capture.*reset"):
+        g.pool()
     g.reset()
-    assert released == [(0, (0, 1))]  # the pool handle the capture was given
+    assert alloc.use_count[(0, 1)] == 0 and alloc.freed == [(0, 1)]  # not released twice
+    assert g._g is not failed_torch_graph
+    assert ("reset",) not in failed_torch_graph.calls  # torch's reset of a failed graph is never called
 
 
 def test_aborted_valid_capture_is_released_by_torch_not_twice():
@@ -390,6 +413,292 @@ def test_use_mem_pool_outside_any_capture_is_not_retained(monkeypatch):
         pass
     g.capture_end()
     assert (0, 6) not in [tuple(p) for p in g.pools()] and side.use_count() == 1
+
+
+def test_a_mempool_dropped_during_a_capture_is_destroyed_after_it(monkeypatch):
+    # torch 2.11's MemPool destructor aborts the process while any capture is underway.
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    own_del = AllocPool.__dict__["__del__"]
+    g = make(torch=torch)
+    g.capture_begin()
+    p = AllocPool(alloc, (0, 42))
+    ref = weakref.ref(p)
+    del p
+    gc.collect()
+    assert ref() is not None and alloc.freed == []  # kept while the capture is underway
+    g.capture_end()
+    gc.collect()
+    assert ref() is None and alloc.freed == [(0, 42)]  # destroyed after it, by its own __del__
+    assert AllocPool.__dict__["__del__"] is own_del  # the class is torch's again
+    q = AllocPool(alloc, (0, 43))
+    del q
+    assert alloc.freed[-1] == (0, 43)  # outside any capture: destroyed at once
+
+
+class _NativeMemPool:
+    """The C++ half of :class:`DtorPool`: its ``__del__`` runs when the pool object is deallocated,
+    finalizer or not, as torch 2.11's ``MemPool::~MemPool`` does (a reference cycle aside: gc may
+    run a member's finalizer early, so the cycle test counts live pools instead)."""
+
+    def __init__(self, allocator, pool_id):
+        self.allocator, self.id = allocator, pool_id
+
+    def __del__(self):
+        # torch 2.11: emptyCache(pool) -> synchronize_and_free_events ->
+        # TORCH_INTERNAL_ASSERT(captures_underway.empty()), thrown from a destructor: the process aborts
+        if self.allocator.recording:
+            self.allocator.aborts.append((self.id, list(self.allocator.recording)))
+        self.allocator.release(0, self.id)
+
+
+class DtorPool:
+    """torch 2.11's ``torch.cuda.MemPool``: no ``__del__``; its C++ destructor releases the pool and
+    aborts the process while any capture routes allocations (recorded in ``allocator.aborts``)."""
+
+    def __init__(self, allocator, pool_id):
+        self.id = pool_id
+        allocator.incref(pool_id)
+        self._native = _NativeMemPool(allocator, pool_id)
+
+
+def torch_with_dtor_pools(monkeypatch):
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    torch.cuda.MemPool = DtorPool
+    return torch, alloc
+
+
+def test_a_mempool_let_go_by_reset_during_another_capture_lives_until_it_ends(monkeypatch):
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    a, b = make(torch=torch), make(torch=torch)
+    mp = DtorPool(alloc, (0, 60))
+    b.capture_begin(pool=mp)
+    b.capture_end()
+    a.capture_begin()
+    del mp
+    b.reset()  # b held the last reference, while a's capture routes allocations
+    assert alloc.aborts == [] and alloc.use_count[(0, 60)] == 1 and (0, 60) not in alloc.freed
+    a.capture_end()
+    assert alloc.aborts == [] and (0, 60) in alloc.freed  # destroyed once no capture is underway
+    assert eng._HELD == [] and eng._PARKED == [] and eng._FINALIZED == []
+
+
+def test_a_mempool_dying_while_a_failed_capture_is_cleaned_up_is_parked(monkeypatch):
+    # torch 2.11's capture_end raises and leaves the allocation routed to the pool; until the engine
+    # ends that routing, a MemPool whose last reference goes (gc, another thread) must not be destroyed.
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    g = make(torch=torch, fail_end=True)
+    box = [DtorPool(alloc, (0, 80))]
+    real = eng._end_stream_capture
+
+    def end_stream_capture_and_drop_a_pool(torch_, stream):
+        assert alloc.recording == [(0, 1)]  # the failed capture still routes allocations
+        box.clear()
+        real(torch_, stream)
+
+    monkeypatch.setattr(eng, "_end_stream_capture", end_stream_capture_and_drop_a_pool)
+    g.capture_begin()
+    with pytest.raises(RuntimeError, match="previous error during capture"):
+        g.capture_end()
+    assert box == [] and alloc.aborts == [] and alloc.recording == []
+    assert (0, 80) in alloc.freed  # destroyed, after the routing ended
+
+
+@pytest.mark.parametrize("begin_fails", [False, True])
+def test_a_mempool_dying_while_torch_begins_the_capture_is_parked(monkeypatch, begin_fails):
+    # torch routes allocations to the pool inside its capture_begin, before it returns: gc running
+    # right then (any allocation can start it) must find the engine's capture registered already.
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    g = make(torch=torch)
+    box = [DtorPool(alloc, (0, 85))]
+    real_begin = g._g.capture_begin
+
+    def begin_and_drop_a_pool(*a, **k):
+        real_begin(*a, **k)
+        assert alloc.recording == [(0, 1)]
+        box.clear()
+        if begin_fails:  # cudaStreamBeginCapture failing after the routing began
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    g._g.capture_begin = begin_and_drop_a_pool
+    if begin_fails:
+        with pytest.raises(RuntimeError, match="not permitted"):
+            g.capture_begin()
+        assert g._state is eng.GraphState.NEW and not eng._CAPTURING
+    else:
+        g.capture_begin()
+        assert alloc.aborts == [] and (0, 85) not in alloc.freed  # parked while the capture runs
+        g.capture_end()
+    assert alloc.aborts == [] and alloc.recording == [] and (0, 85) in alloc.freed
+
+
+@pytest.mark.parametrize("fails_at", ["capture_begin", "capture_end"])
+def test_the_rng_reset_capture_that_fails_ends_its_routing(monkeypatch, fails_at):
+    # After a failed capture the engine runs an empty capture so the CUDA generator leaves capture
+    # mode. If that capture fails in turn, torch leaves allocation routed to its pool: every later
+    # MemPool destructor would abort the process.
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    torch.cuda.Stream = lambda: FakeStream("rng", 77)
+
+    class FailingGraph(FakeTorchGraph):
+        def capture_begin(self, pool=None, **k):
+            # torch makes a pool of its own when given none; routes allocations to it
+            super().capture_begin(pool if pool is not None else (5, 0), **k)
+            if fails_at == "capture_begin":  # cudaStreamBeginCapture failing after the routing began
+                raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+        def capture_end(self):
+            self.calls.append(("capture_end",))
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+
+    monkeypatch.setattr(eng, "_ORIGINALS", {"CUDAGraph": FailingGraph, "graph_pool_handle": lambda: (0, 3)})
+    monkeypatch.setattr(eng, "_RNG_RESET", {})
+    eng._leave_rng_capture_mode(torch)  # raises nothing: as on torch alone, the next capture ends RNG capture mode
+    assert alloc.recording == [] and all(n == 0 for n in alloc.use_count.values())
+    mp = DtorPool(alloc, (0, 86))
+    del mp
+    assert alloc.aborts == [] and (0, 86) in alloc.freed
+    assert gc.isenabled()
+
+
+def _live(cls):
+    return sum(type(o) is cls for o in gc.get_objects())
+
+
+class CyclePool:
+    id = (0, 70)
+
+
+def test_a_parked_mempool_in_a_cycle_never_dies_during_a_later_capture(monkeypatch):
+    # A finalizer runs once per object (PEP 442): a MemPool parked by the engine's __del__ and let go
+    # while a reference cycle still holds it would be destroyed by a later gc without any __del__,
+    # possibly during a later capture (torch 2.11's destructor then aborts the process).
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    torch.cuda.MemPool = CyclePool
+    a, b = make(torch=torch), make(torch=torch)
+    a.capture_begin()
+    p = CyclePool()
+    p.me = p
+    del p
+    gc.collect()  # during a: the engine's __del__ parks it (finalized once)
+    assert _live(CyclePool) == 1
+    a.capture_end()
+    alive_after_a = _live(CyclePool)
+    b.capture_begin()
+    gc.collect()
+    assert alloc.recording == [(0, 1)]
+    assert _live(CyclePool) == alive_after_a  # not destroyed during b
+    b.capture_end()
+    gc.collect()
+    assert _live(CyclePool) == 0 and eng._FINALIZED == []
+
+
+def test_the_shrunk_killer_on_fakes_destroys_every_pool_outside_captures(monkeypatch):
+    # engine_states.py on the H200 (seed 731, shrunk): a `graph` capture into MemPool p whose end fails
+    # (a forked stream never joined), a global capture into p on the other graph, replay and reset
+    # of the failed graph, then the harness's cleanup (end, reset, drop everything, gc).
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    g1, g0 = make(torch=torch, fail_end=True), make(torch=torch)
+    pools = [DtorPool(alloc, (0, 90))]
+    g1.capture_begin(pool=pools[0], capture_error_mode="thread_local")
+    with pytest.raises(RuntimeError):
+        g1.capture_end()
+    g0.capture_begin(pool=pools[0], capture_error_mode="global")
+    with pytest.raises(RuntimeError, match="reset"):
+        g1.replay()
+    g1.reset()
+    g0.capture_end()
+    g0.reset()
+    g1.reset()
+    pools.clear()
+    del g0, g1
+    gc.collect()
+    assert alloc.aborts == [] and alloc.recording == []
+    assert alloc.use_count[(0, 90)] == 0 and (0, 90) in alloc.freed  # every use given back: no leak
+
+
+def test_a_graph_dropped_mid_capture_ends_its_capture(monkeypatch):
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    g = make(torch=torch)
+    g.capture_begin()
+    under = g._g
+    assert eng._CAPTURING
+    del g
+    gc.collect()
+    assert not eng._CAPTURING and under.calls[-1] == ("capture_end",)
+    assert alloc.recording == []
+
+
+def test_reset_during_a_capture_ends_it_on_the_capture_stream(monkeypatch):
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    g = make(torch=torch)
+    g.capture_begin()
+    under = g._g
+    torch.set_stream("elsewhere")
+    g.reset()
+    assert under.calls[-2:] == [("capture_end",), ("reset",)] and g._state is eng.GraphState.NEW
+    assert alloc.recording == [] and alloc.use_count[(0, 1)] == 0
+    torch.set_stream("side")
+    g.capture_begin()  # captures again
+    g.capture_end()
+
+
+def test_capture_end_on_another_stream_is_refused_and_the_capture_goes_on():
+    torch = fake_torch()
+    g = make(torch=torch)
+    g.capture_begin()
+    torch.set_stream("other")
+    with pytest.raises(RuntimeError, match="Capture must end on the same stream it began on"):
+        g.capture_end()
+    assert g._state is eng.GraphState.CAPTURING and ("capture_end",) not in g._g.calls
+    torch.set_stream("side")
+    g.capture_end()
+    assert g._state is eng.GraphState.CAPTURED
+
+
+def test_the_same_mempool_nested_during_a_capture_is_refused_without_a_lost_use(monkeypatch):
+    torch, alloc, _ = torch_with_pools(monkeypatch)
+    side = AllocPool(alloc, (0, 9))
+    g = make(torch=torch)
+    g.capture_begin()
+    with torch.cuda.use_mem_pool(side):
+        with pytest.raises(RuntimeError, match="already the current pool"):
+            with torch.cuda.use_mem_pool(side):
+                pass
+    g.capture_end()
+    g.reset()
+    assert side.use_count() == 1
+    mine = AllocPool(alloc, (0, 11))
+    g.capture_begin(pool=mine)
+    with pytest.raises(RuntimeError, match="the pool of a capture underway"):
+        with torch.cuda.use_mem_pool(mine):
+            pass
+    g.capture_end()
+    g.reset()
+    assert mine.use_count() == 1
+
+
+def test_capture_begin_on_a_stream_already_capturing_is_refused_before_torch_sees_it():
+    # torch 2.11 registers such a graph with the RNG generator on one side only; destroying it aborts.
+    torch = fake_torch()
+    first, second = make(torch=torch), make(torch=torch)
+    first.capture_begin()
+    with pytest.raises(RuntimeError, match="already capturing"):
+        second.capture_begin()
+    assert second._g.calls == [] and second._state is eng.GraphState.NEW
+    first.capture_end()
+    second.capture_begin()  # the stream is free again
+    second.capture_end()
+
+
+def test_pools_is_a_list_and_pool_names_the_state():
+    g = captured(keep_graph=True)
+    assert isinstance(g.pools(), list) and g.pools() == [(0, 1)]
+    g.reset()
+    with pytest.raises(RuntimeError, match="without a preceding successful capture. Nothing has been captured"):
+        g.pools()
+    g.capture_begin()
+    with pytest.raises(RuntimeError, match="still underway"):
+        g.pool()
 
 
 class _ctx:
@@ -710,8 +1019,8 @@ def test_torch_tests_results_section_is_rendered_from_a_summary(tmp_path):
     text = run.render(summary)
     listed_seed = sum(1 for t, c in run.TESTS.items() if c == run.SEED)
     # 2 seed tests ran in each mode; every other listed seed test did not
-    assert f"| torch | seed | 1/2 | 1 | 0 | 0 | {listed_seed - 2} |" in text
-    assert f"| engine | seed | 1/2 | 0 | 1 | 0 | {listed_seed - 2} |" in text
+    assert f"| torch | seed | 1/2 | 1 | 0 | 0 | 0 | {listed_seed - 2} |" in text
+    assert f"| engine | seed | 1/2 | 0 | 1 | 0 | 0 | {listed_seed - 2} |" in text
     assert "- [engine] " + dbg + "test_model: RuntimeError: boom" in text
     assert "(2 of 2 that ran)" in text and "`test_cuda.py` | missing" in text
     md = tmp_path / "RESULTS.md"
@@ -719,6 +1028,28 @@ def test_torch_tests_results_section_is_rendered_from_a_summary(tmp_path):
     run.write_results(md, text)
     out = md.read_text()
     assert out.startswith("# head\n") and out.endswith("## tail\n") and "old" not in out and text in out
+
+
+def test_torch_tests_a_test_the_process_died_in_is_recorded_as_died(tmp_path):
+    # The plugin's per-test lines, as a process that aborted in its second test leaves them.
+    run = _torch_tests_run()
+    f = "test_cuda.py::TestCuda::"
+    lines = [
+        {"test": f + "test_a", "event": "start"},
+        {"test": f + "test_a", "event": "end", "when": "call", "outcome": "failed", "message": "AssertionError: x"},
+        {"test": f + "test_a", "event": "end", "when": "teardown", "outcome": "passed", "message": ""},
+        {"test": f + "test_b", "event": "start"},
+        {"test": f + "test_b", "event": "end", "when": "call", "outcome": "passed", "message": ""},
+    ]
+    path = tmp_path / "o.outcomes"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    got = run.read_outcomes(path, "killed by signal 6")
+    assert got[f + "test_a"] == {"outcome": "failed", "message": "AssertionError: x"}
+    assert got[f + "test_b"]["outcome"] == "died" and "signal 6" in got[f + "test_b"]["message"]
+    assert run.read_outcomes(path, "")[f + "test_b"]["outcome"] == "passed"  # the process ended normally
+    summary = run.summarize({"engine": got}, ["engine"], {"torch": "2.11", "cuda": "13.0", "device": "H100"},
+                            {k: {"present": False} for k in run.UPSTREAM})
+    assert f + "test_b" in run.engine_regressions(summary)
 
 
 def test_torch_tests_selection_picks_ids_classes_and_seed_api_names():

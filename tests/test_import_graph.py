@@ -1,7 +1,7 @@
 """cgtool's modules import each other without a cycle, deferred imports (inside functions) and
 ``TYPE_CHECKING`` ones included, and the layers hold: ``capture`` and ``inspect`` never import each
-other, ``report`` imports no ``capture`` module, ``artifacts`` imports nothing above it. The graph is read from the source (``ast``), not from what one run happens to
-import."""
+other, ``report`` imports no ``capture`` module, ``artifacts`` imports nothing above it. The graph
+is read from the source (``ast``), not from what one run happens to import."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import networkx as nx
 PKG = Path(__file__).resolve().parent.parent / "cgtool"
 
 
-def _modules() -> dict[str, Path]:
+def _modules(pkg: Path = PKG) -> dict[str, Path]:
     out = {}
-    for p in PKG.rglob("*.py"):
-        parts = p.relative_to(PKG.parent).with_suffix("").parts
+    for p in pkg.rglob("*.py"):
+        parts = p.relative_to(pkg.parent).with_suffix("").parts
         out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
     return out
 
@@ -41,8 +41,8 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return {m for m in out if m in modules and m != name}
 
 
-def import_graph() -> nx.DiGraph:
-    modules = _modules()
+def import_graph(pkg: Path = PKG) -> nx.DiGraph:
+    modules = _modules(pkg)
     g = nx.DiGraph()
     g.add_nodes_from(modules)
     for name, path in modules.items():
@@ -56,6 +56,19 @@ def test_the_graph_is_read_from_the_source():
     assert g.has_edge("cgtool.inspect.deps", "cgtool.artifacts.trace")
     assert g.has_edge("cgtool.cli.demo", "cgtool.artifacts.trace")  # inside a function
     assert len(g) > 90 and g.number_of_edges() > 300
+
+
+def test_a_deferred_or_type_checking_import_closes_a_cycle(tmp_path: Path):
+    """The reader sees the imports a cycle hides in: inside a function, under TYPE_CHECKING, relative."""
+    pkg = tmp_path / "toy"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from toy.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from .c import x\n")
+    (pkg / "sub" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from toy import a\n")
+    g = import_graph(pkg)
+    assert sorted(map(sorted, nx.simple_cycles(g))) == [["toy.a", "toy.sub.b", "toy.sub.c"]]
 
 
 def test_no_import_cycles():

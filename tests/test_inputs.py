@@ -285,7 +285,7 @@ def _check_dot(path: Path, dot: Path, shown: dict[str, Any]) -> None:
         return
     rows = dict(x.split(": ", 1) for x in label.split("\\n")[1:])
     cands = [f for _, _, f in shown.get("deps", [])
-             if rows["replays"].startswith(f"{f['replays']} of exec graph {f['graphs'][0]}")]
+             if rows["traced replays"].startswith(f"{f['replays']} of exec graph {f['graphs'][0]}")]
     assert cands, f"deps showed no figures of the graph dot drew: {rows}"
     f = _figures(cands[0])
     for k, v in words.figure_rows(f):

@@ -236,7 +236,7 @@ def test_summary_table_names_every_graph() -> None:
     for cells, g in zip(rows, recs[0].graphs):
         assert cells[:3] == [g.label.split()[0], str(g.nodes), str(g.replays)]
         assert cells[-1] == Path(str(g.captured_at)).name
-    assert "memory: pool" in text
+    assert "memory at exit: pool" in text
 
 
 def test_summary_of_ranks_and_empty() -> None:

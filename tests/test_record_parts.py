@@ -141,7 +141,7 @@ def test_coverage_alone_keeps_only_the_traced_replays() -> None:
     assert cov.graph_ns == {5: 40} and cov.eager_ns == 60 and cov.eager_after_ns == 50
     assert [r.get("correlation") for r in cov.records] == [7]
     s = cov.summary({5})
-    assert s["share_in_graphs"] == pytest.approx(40 / 100) and s["kernel_ns_of_unrecorded_graphs"] == 0
+    assert s.share_in_graphs == pytest.approx(40 / 100) and s.kernel_ns_of_unrecorded_graphs == 0
 
 
 # ------------------------------------------------------------------------------------------- exits

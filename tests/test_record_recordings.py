@@ -285,15 +285,15 @@ def test_kernel_coverage_agrees_with_the_program_and_the_trace(name: str) -> Non
         if reps and g.replays:
             traced = sum(reps.values()) / len(reps)
             assert g.kernel_ns / g.replays == pytest.approx(traced, rel=0.25)
-    assert cov["kernel_ns_in_graphs"] == sum(g.kernel_ns for g in rec.graphs) + cov["kernel_ns_of_unrecorded_graphs"]
-    total = cov["kernel_ns_in_graphs"] + cov["kernel_ns_outside_graphs"]
-    assert cov["share_in_graphs"] == pytest.approx(cov["kernel_ns_in_graphs"] / total)
-    assert cov["kernels_in_graphs"] == sum(g.kernels for g in rec.graphs)
+    assert cov.kernel_ns_in_graphs == sum(g.kernel_ns for g in rec.graphs) + cov.kernel_ns_of_unrecorded_graphs
+    total = cov.kernel_ns_in_graphs + cov.kernel_ns_outside_graphs
+    assert cov.share_in_graphs == pytest.approx(cov.kernel_ns_in_graphs / total)
+    assert cov.kernels_in_graphs == sum(g.kernels for g in rec.graphs)
     # from the first graph on: the same graph time against a part of the time outside graphs
-    assert cov["kernels_outside_graphs_since_first_graph"] <= cov["kernels_outside_graphs"]
-    assert cov["share_in_graphs_since_first_graph"] == pytest.approx(
-        cov["kernel_ns_in_graphs"] / (cov["kernel_ns_in_graphs"] + cov["kernel_ns_outside_graphs_since_first_graph"]))
-    assert cov["share_in_graphs_since_first_graph"] >= cov["share_in_graphs"]
+    assert cov.kernels_outside_graphs_since_first_graph <= cov.kernels_outside_graphs
+    assert cov.share_in_graphs_since_first_graph == pytest.approx(
+        cov.kernel_ns_in_graphs / (cov.kernel_ns_in_graphs + cov.kernel_ns_outside_graphs_since_first_graph))
+    assert cov.share_in_graphs_since_first_graph >= cov.share_in_graphs
 
 
 # ------------------------------------------------------------------------ capture bundles too

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from cgtool.artifacts.jsonio import DEFAULT_MAX_BYTES, load_json, write_json
-from cgtool.errors import InvalidInputError
+from cgtool.errors import InvalidInputError, UsageError
 from cgtool.text import short_value
 
 BENCH_SCHEMA_VERSION = 2
@@ -405,6 +405,10 @@ class BenchResults:
 
     @classmethod
     def from_json(cls, doc: Any, source: str) -> "BenchResults":
+        other = other_artifact(doc)
+        if other is not None:  # a valid file of another kind: the wrong argument, exit 2 like deps and diff
+            raise UsageError(f"{source} is {other}, not bench results: this takes the files `cgtool bench --json "
+                             "FILE` writes. A graph or a trace goes to `cgtool topo`, `deps`, `diff` or `report`.")
         if not isinstance(doc, dict) or doc.get("kind") != "bench" or not isinstance(doc.get("workloads"), dict):
             raise InvalidInputError(f"{source} is not a cgtool bench result (no kind='bench' with a 'workloads' "
                                     "object). Write one with `cgtool bench --json FILE`.")
@@ -428,6 +432,18 @@ class BenchResults:
 
     def save(self, path: str | Path, *, force: bool = False) -> Path:
         return write_json(path, self.to_json(), force=force)
+
+
+def other_artifact(doc: Any) -> str | None:
+    """What a document that is not bench results is, when it is another cgtool artifact ("a graph
+    export", "a trace"); None otherwise (then it is an invalid bench file)."""
+    if not isinstance(doc, dict) or doc.get("kind") == "bench":
+        return None
+    if isinstance(doc.get("nodes"), list) and "exec_graph_id" in doc:
+        return "a graph export"
+    if isinstance(doc.get("traceEvents"), list):
+        return "a trace"
+    return None
 
 
 def env_mismatch(old: BenchResults, new: BenchResults) -> list[str]:

@@ -84,6 +84,7 @@ class GraphEntry(_Entry, frozen=True):
     traced_launches: list[TracedLaunch] = []
     kernel_ns: int | None = None  # with --coverage: GPU time of the graph's kernels
     kernels: int | None = None
+    inputs: "GraphInputs | None" = None  # --check-inputs (below)
 
     @property
     def seq(self) -> int:
@@ -117,6 +118,23 @@ class MemoryLedger(_Entry, frozen=True):
     error: str | None = None
 
 
+class KernelCoverage(_Entry, frozen=True):
+    """With ``--coverage``: kernel time inside graph replays against all kernel time (summed durations of
+    CUPTI kernel records, ns). The shares are None where there was no kernel time to divide by."""
+
+    kernel_ns_in_graphs: int = 0
+    kernel_ns_outside_graphs: int = 0
+    kernels_in_graphs: int = 0
+    kernels_outside_graphs: int = 0
+    share_in_graphs: float | None = None
+    # warm-up, compilation and autotuning run before the first graph: the steady state after it
+    kernel_ns_outside_graphs_since_first_graph: int = 0
+    kernels_outside_graphs_since_first_graph: int = 0
+    share_in_graphs_since_first_graph: float | None = None
+    kernel_ns_of_unrecorded_graphs: int = 0
+    note: str | None = None
+
+
 class CompileNotes(_Entry, frozen=True):
     cudagraph_skips: list[dict[str, Any]] = []  # torch.compile's "skipping cudagraphs" reasons
     graphs_from_compiled_code: list[str] = []  # labels
@@ -140,7 +158,7 @@ class ProcessIndex(_Entry, frozen=True):
     world_size: int | None = None
     cuda: dict[str, Any] | None = None  # e.g. a fork of a process that had initialised CUDA
     compile: CompileNotes = CompileNotes()
-    coverage: dict[str, Any] | None = None  # with --coverage
+    coverage: KernelCoverage | None = None  # with --coverage
     ledger: MemoryLedger | None = None
     trace: str | None = None  # with --trace-replays: the trace's file name
     suspended: list[dict[str, Any]] = []
@@ -156,6 +174,7 @@ class ProcessIndex(_Entry, frozen=True):
     #: where the process stood when stopped or stalled (capture/record/stops.py): main_thread, stack_file,
     #: dumped_on, hang_after_s, hangs_seen, last_graph, destroy_process_group; None before it was recorded
     stopping: dict[str, Any] | None = None
+    input_checks: "InputChecks | None" = None  # --check-inputs (below)
 
 
 class ExportRecord(_Entry, frozen=True):
@@ -531,3 +550,101 @@ def read_tree_index(idx: dict[str, Any], folder: Path) -> TreeIndex:
                                 f"({TREE_SCHEMA}); upgrade cgtool.")
     tree: TreeIndex = _typed(idx, TreeIndex, folder / INDEX)
     return tree
+
+
+# ------------------------------------------------------------------ graph inputs (input checks)
+# Written by capture/record/inputs.py (``cgtool record --check-inputs``), read by
+# inspect/stale_inputs.py: per graph its ``inputs`` (the allocator blocks outside any graph pool that
+# its kernels, copies and memsets use, and the findings), per process its ``input_checks`` (how the
+# checks ran, what they cost).
+#: freed: no tensor took the memory yet; reused: another tensor did; stale: the block is alive but
+#: nothing writes it between replays while the line that allocated it makes new ones (a rebind).
+#: A finding of another kind (a newer recorder) is read and left out of the findings.
+INPUT_FINDING_KINDS = ("freed", "reused", "stale")
+
+
+class InputSite(_Entry, frozen=True):
+    """A line of the program: where a block was allocated or freed (the innermost of its own frames)."""
+
+    file: str
+    line: int
+    function: str | None = None
+    code: str | None = None
+    stack: list[dict[str, Any]] = []  # the program's frames outside it, innermost first
+
+
+class InputBlock(_Entry, frozen=True):
+    """One allocator block a graph uses (outside any graph pool), as it was at the capture."""
+
+    address: int
+    bytes: int
+    requested_bytes: int | None = None
+    allocated_at: InputSite | None = None
+    nodes: int = 0  # the graph's nodes that use it
+    name: str | None = None  # the capturing code's local that held the tensor
+    shape: list[int] | None = None
+    dtype: str | None = None
+    reallocs: int | None = None  # tensors of its size its line allocated after the capture
+    unchanged_intervals: int | None = None  # sampled (replay k, k+1) with no write to it between
+    written_intervals: int | None = None
+    contents_unknown: bool | None = None  # too big to read back
+
+
+class ReusedBy(_Entry, frozen=True):
+    bytes: int | None = None
+    allocated_at: InputSite | None = None
+
+
+class InputFinding(_Entry, frozen=True):
+    """One external block a graph kept reading after its program freed it (or rebound it)."""
+
+    kind: str  # one of INPUT_FINDING_KINDS
+    input: InputBlock
+    first_replay: int  # the first replay that surely read it
+    last_replay: int
+    first_replay_exact: bool = False  # a check ran between the last replay before and the first after
+    may_start_at: int | None = None  # the first replay that may have (no check ran between)
+    freed_at: InputSite | None = None
+    freed_site_known: bool = True  # False: the allocator's history had overflowed
+    reused_by: ReusedBy | None = None
+    reallocs: int | None = None  # stale
+    unchanged_between: list[list[int]] = []  # stale: the sampled intervals
+    intervals_checked: int | None = None
+
+
+class GraphInputs(_Entry, frozen=True):
+    """A graph's input checks: whether they ran, its external blocks, what they found."""
+
+    checked: bool = False
+    why_not: str | None = None
+    every: int | None = None
+    replays_checked: int | None = None
+    checks: int | None = None
+    external_blocks: int | None = None
+    external_bytes: int | None = None
+    pool_pointers: int | None = None  # pointers into graph pools: the graphs' own memory, not inputs
+    free_pointers_at_capture: int | None = None
+    scan: dict[str, Any] = {}
+    scan_s: float | None = None
+    scan_complete: bool | None = None
+    external: list[InputBlock] = []  # the biggest ones
+    findings: list[InputFinding] = []
+
+
+class InputChecks(_Entry, frozen=True):
+    """How one process's input checks ran."""
+
+    every: int | None = None
+    history: str | None = None  # "on", or why torch's allocator history is off
+    history_entries: int | None = None
+    history_lost: bool = False
+    checks: int = 0
+    check_s: float | None = None
+    capture_s: float | None = None
+    replays_seen: int | None = None
+    replays_not_matched: int | None = None
+    content_reads: int | None = None
+    content_s: float | None = None
+    check_share: float | None = None
+    longest_pause_s: float | None = None
+    errors: list[str] = []

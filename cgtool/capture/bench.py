@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from cgtool.artifacts.bench import BenchResults, BenchSpec, WorkloadResult, merge
 from cgtool.capture._deps import require_cuda
-from cgtool.capture.child import child_main, error_result, run_child
+from cgtool.capture.child import child_main, error_result, result_of, run_child
 from cgtool.errors import CgtoolError, UsageError
 
 #: What a caller is told as workloads progress: (workload, index, total).
@@ -331,6 +331,12 @@ def bench_captured(first: Any, spec: BenchSpec, *, workload: str, args: Sequence
 def _child_request(request: dict[str, Any]) -> dict[str, Any]:
     spec = BenchSpec.from_json(request.get("spec", {}), "the bench request")
     return bench_workload(request["target"], list(request["args"]), spec).to_json()
+
+
+def run_request(request: dict[str, Any]) -> dict[str, Any]:
+    """What the bench child does with its request, in this process: the workload's result as JSON,
+    or the error that stopped it (``benchmarks/bench_vs_plain.py --launch fork`` calls it)."""
+    return result_of(_child_request, request)
 
 
 def _run_in_child(target: str, args: Sequence[str], spec: BenchSpec) -> Mapping[str, Any]:

@@ -48,17 +48,21 @@ def run_child(module: str, request: Mapping[str, Any], *, env: Mapping[str, str]
 def child_main(fn: Callable[[dict[str, Any]], dict[str, Any]], argv: list[str] | None = None) -> None:
     """The child's side: read the request, run ``fn``, write the result (or the error) as JSON."""
     req_path, res_path = (argv if argv is not None else sys.argv[1:])[:2]
-    request = json.loads(Path(req_path).read_text())
-    try:
-        result = fn(request)
-    except CgtoolError as e:
-        result = error_result(e)
-    except Exception as e:  # a workload's own failure: report it, the parent goes on
-        result = {"error": f"{type(e).__name__}: {e}", "exit_code": int(ExitCode.CAPTURE_FAILED)}
+    result = result_of(fn, json.loads(Path(req_path).read_text()))
     tmp = res_path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(result, f)
     os.replace(tmp, res_path)
+
+
+def result_of(fn: Callable[[dict[str, Any]], dict[str, Any]], request: dict[str, Any]) -> dict[str, Any]:
+    """``fn(request)``, or the error that stopped it as a result (what a child writes)."""
+    try:
+        return fn(request)
+    except CgtoolError as e:
+        return error_result(e)
+    except Exception as e:  # a workload's own failure: report it, the parent goes on
+        return {"error": f"{type(e).__name__}: {e}", "exit_code": int(ExitCode.CAPTURE_FAILED)}
 
 
 def error_result(e: CgtoolError) -> dict[str, Any]:

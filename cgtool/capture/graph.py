@@ -36,8 +36,13 @@ instantiate                     torch's; by the user only with ``keep_graph=True
                                 ``capture_end_pre`` and ``capture_end_post`` (else RuntimeError, as
                                 torch). Global, then per-graph hooks fire after each (re-)instantiation.
 replay                          checks input liveness first when asked; instantiates on first use.
-reset                           also releases the memory pool of a failed capture (torch 2.11 keeps it)
-                                and the pools retained by ``pools()``.
+capture_end (failed)            torch 2.11 raises and leaves allocation routed to the pool, the pool's
+                                use counted and the RNG generator in capture mode; the engine ends all
+                                three at once (else empty_cache frees nothing, the next MemPool
+                                destructor aborts the process, eager CUDA RNG raises). Refused on a
+                                stream other than the capture's (torch would raise mid-way).
+reset                           releases the pools retained by ``pools()``; during a capture, ends it
+                                on its stream first (torch 2.11 leaves the stream capturing).
 raw_cuda_graph, debug_dump      without a template: RuntimeError "No cudaGraph_t is available ..."
                                 (upstream main's words), then torch 2.11's ("You cannot access the raw
                                 cudaGraph_t instance unless ... keep_graph=true"), then cgtool's advice.
@@ -48,12 +53,19 @@ get_graph_data                  torch 2.13 has it but needs a 13.1 driver; here 
                                 for the hooks of one instantiation (one object), fresh afterwards.
                                 Child-graph and conditional nodes are one top-level node each, with a
                                 UserWarning naming the kind; batch memory-op nodes are ``batch_mem_op``.
-pools                           upstream main (PR #187929): the capture pool, then every pool that
+pools                           a list (seed 000; upstream main returns a tuple). Upstream main
+                                (PR #187929): the capture pool, then every pool that
                                 ``torch.cuda.use_mem_pool`` made current during the capture; each is
                                 retained (one more use, its MemPool kept) until ``reset()``. torch <= 2.13
                                 has one pool per graph: while an engine capture is underway,
                                 ``torch.cuda.use_mem_pool`` is a stand-in that tells the engine (code
-                                holding its own reference to torch's function bypasses it).
+                                holding its own reference to torch's function bypasses it). The same
+                                MemPool nested, or the capture's own pool, is refused (torch 2.11
+                                counts a use it never gives back); a MemPool dropped during a capture
+                                is destroyed when the last engine capture ends (torch 2.11's MemPool
+                                destructor aborts while a capture is underway).
+(dropped graph)                 a graph dropped mid-capture ends its capture (torch 2.11 leaves the
+                                stream capturing for good).
 =============================== ======================================================================
 
 Not here: ``torch.cuda.Stream.is_capturing()`` (upstream main; a method of torch's stream class,
@@ -67,9 +79,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import pickle
+import threading
 import time
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from enum import Enum
@@ -221,7 +236,7 @@ class Graph:
         self._instantiated = False
         self._tracker: LivenessTracker | None = None
         self._capture_pool: tuple[int, Any] | None = None  # (device, pool id) of the capture underway
-        self._failed_pool: tuple[int, Any] | None = None  # pool of a failed capture, released by reset()
+        self._capture_stream: Any = None  # the torch stream the capture began on, while it runs
         self._caching_graph_data = False
         self._graph_data_cache: dict[str, Any] | None = None
         self.capture_s: float | None = None
@@ -255,6 +270,14 @@ class Graph:
                 "to replay them on the default stream.) Capture on a side stream: "
                 "`with torch.cuda.stream(torch.cuda.Stream()):` or use cgtool.capture.graph.graph(...)."
             )
+        if torch.cuda.is_current_stream_capturing():
+            # torch 2.11 would register the graph with the RNG generator halfway and raise ("Cannot
+            # register the state during capturing stage"); destroying that graph later aborts.
+            raise GraphUsageError(
+                "capture_begin(): the current stream is already capturing (a capture that has not "
+                "ended is underway on it, or on a stream it was forked from). End that capture first "
+                "(capture_end() on its graph, on this stream), or capture on another stream."
+            )
         pool = pool if pool is not None else self._default_pool
         mode = capture_error_mode or self._default_mode
         liveness = check_input_liveness or self._default_liveness
@@ -277,16 +300,20 @@ class Graph:
         tracker = LivenessTracker(torch, (device, pool_id)) if liveness else None
         self._state = GraphState.CAPTURING
         self._t_begin = time.perf_counter()
+        # Registered before torch routes allocations to the pool: from then on, a MemPool whose
+        # last reference goes (gc can run at any allocation) is parked, not destroyed.
+        self._capture_key = _watch_pools_entered(torch, self)
         try:
             self._g.capture_begin(pool_id, capture_error_mode=mode)
-        except Exception:
+        except Exception as e:
             self._state = GraphState.NEW
+            self._failed_begin(device, pool_id, e)
             raise
         self._capture_pool = (device, pool_id)
+        self._capture_stream = torch.cuda.current_stream()
         self._pools.append(pool_id)
         if mem_pool is not None:
             self._mempools.append(mem_pool)  # as torch does: the graph keeps the MemPool alive
-        self._capture_key = _watch_pools_entered(torch, self)
         if tracker is not None:
             try:
                 self._tracker = tracker
@@ -295,26 +322,45 @@ class Graph:
                 self._abort_capture()  # never leave the stream capturing behind an error
                 raise
 
-    def _stop_tracking(self, *, drop: bool) -> None:
-        """The capture is over (ended, failed or abandoned): stop recording inputs and pools entered."""
-        if self._capture_key is not None:
-            _unwatch_pools_entered(self._torch, self._capture_key)
-            self._capture_key = None
+    def _stop_tracker(self, *, drop: bool) -> None:
+        """The capture is ending (ended, failed or abandoned): stop recording its inputs."""
         if self._tracker is not None:
             self._tracker.stop()
             if drop:
                 self._tracker = None
 
+    def _unwatch(self) -> None:
+        """The capture is over and torch routes no more allocations to its pool: it leaves the
+        registry of captures underway (the last one puts torch's ``use_mem_pool`` and MemPool
+        destructor back). Called only after that routing ended: until then a MemPool dropped here
+        (by gc, by another thread) is parked, since its destructor would abort the process."""
+        if self._capture_key is not None:
+            _unwatch_pools_entered(self._torch, self._capture_key)
+            self._capture_key = None
+
     def capture_end_pre(self) -> None:
         """End capture but leave the cudaGraph_t live; capture-end hooks fire here, in order."""
         if self._state is not GraphState.CAPTURING:
-            raise GraphUsageError("capture_end_pre() without capture_begin(): no capture is underway.")
-        self._stop_tracking(drop=False)
+            raise GraphUsageError(
+                "capture_end_pre() without capture_begin(): no capture is underway"
+                + (" (the last capture failed; call reset())." if self._state is GraphState.ABORTED else ".")
+            )
+        current = self._torch.cuda.current_stream()
+        if self._capture_stream is not None and current != self._capture_stream:
+            raise GraphUsageError(
+                "Capture must end on the same stream it began on. The capture is still underway on "
+                f"{self._capture_stream}; the current stream is {current}. Call capture_end() under "
+                "`with torch.cuda.stream(s):` of the stream capture_begin() was called on (or reset() "
+                "to abandon the capture)."
+            )
+        self._stop_tracker(drop=False)
         try:
             self._g.capture_end()  # keep_graph=True underneath: ends capture, does not instantiate
         except Exception:
             self._abort_failed_capture()
             raise
+        self._unwatch()
+        _release_parked_pools()
         self.capture_s = time.perf_counter() - self._t_begin
         self._state = GraphState.CAPTURED
         self._template_live = True
@@ -344,19 +390,89 @@ class Graph:
         """End a capture that the caller's code broke off (an exception in the capture body)."""
         if self._state is not GraphState.CAPTURING:
             return
-        self._stop_tracking(drop=True)
+        self._stop_tracker(drop=True)
         try:
             self._g.capture_end()
         except Exception:
             self._abort_failed_capture()  # the caller's exception matters more than this one
             return
+        self._unwatch()
         self._state = GraphState.ABORTED
+        _release_parked_pools()
 
     def _abort_failed_capture(self) -> None:
-        """torch's capture_end raised (an invalidated capture): its pool is released only by us."""
-        self._stop_tracking(drop=True)
-        self._failed_pool = self._capture_pool
+        """torch's capture_end raised (an invalidated capture): end what torch 2.11 leaves behind.
+
+        torch's ``capture_end`` raises before it ends allocation to the pool, before it counts the
+        pool's use as the graph's and before the RNG generator leaves capture mode. Here, in this
+        order: the stream stops capturing (if torch's call did not get that far), allocation to the
+        pool ends, the capture's use of the pool is given back (so ``empty_cache()`` can free its
+        blocks once their tensors are gone), and the default generator leaves capture mode (else
+        every eager CUDA RNG call raises "Offset increment outside graph capture"), and torch's
+        graph is replaced by a fresh one (see ``_retire_torch_graph``). Before the
+        routing ended, ``torch.cuda.empty_cache()`` released nothing and the destructor of any
+        ``torch.cuda.MemPool`` aborted the process (``captures_underway.empty()`` INTERNAL ASSERT in
+        the allocator's ``synchronize_and_free_events``, measured on torch 2.11 alone as well).
+        """
+        self._stop_tracker(drop=True)
+        torch = self._torch
         self._state = GraphState.ABORTED
+        if self._capture_stream is not None:
+            _end_stream_capture(torch, self._capture_stream)
+        if self._capture_pool is not None:
+            device, pool_id = self._capture_pool
+            _end_allocate_to_pool(torch, device, pool_id)
+            _release_pool(torch, device, pool_id)
+        self._capture_stream = None
+        self._unwatch()  # only now: until the routing ended, a MemPool destructor would abort
+        _leave_rng_capture_mode(torch)
+        self._retire_torch_graph()
+        _release_parked_pools()
+
+    def _failed_begin(self, device: int, pool_id: Any, e: Exception) -> None:
+        """torch's capture_begin raised: undo what it did before raising (torch 2.11's order).
+
+        It registers the graph with the RNG generator and puts the generator in capture mode, then
+        raises "already recording to mempool_id" after counting one more use of the pool, or fails
+        ``cudaStreamBeginCapture`` after routing allocation to the pool.
+        """
+        torch = self._torch
+        message = str(e)
+        if "register the state" in message:
+            # Registered with the RNG generator's graphs on one side only: its destructor would
+            # abort ("The graph should be registered to the state"). Kept for the process's life.
+            _UNDESTROYABLE.append(self._g)
+        if "already recording to mempool_id" in message:
+            _release_pool(torch, device, pool_id)
+        elif "beginAllocateToPool" not in message and "default stream" not in message:
+            _end_allocate_to_pool(torch, device, pool_id)
+            _release_pool(torch, device, pool_id)
+        self._unwatch()  # after the routing ended (see capture_begin)
+        _leave_rng_capture_mode(torch)
+        self._retire_torch_graph()
+        _release_parked_pools()
+
+    def _retire_torch_graph(self) -> None:
+        """Replace a torch CUDAGraph whose capture failed with a fresh one (torch's ``reset()`` has
+        nothing to undo there; its destructor takes it out of the RNG generator's graphs). Its
+        allocator routing, which holds a pointer to it, was ended when the capture failed."""
+        self._g = torch_originals(self._torch)["CUDAGraph"](keep_graph=True)
+
+    def _abandon_capture(self) -> None:
+        """End a capture nobody will finish (``reset()`` during it, or the graph dropped mid-capture)."""
+        if self._state is not GraphState.CAPTURING:
+            return
+        torch = self._torch
+        self._stop_tracker(drop=True)
+        try:
+            with torch.cuda.stream(self._capture_stream):
+                self._g.capture_end()
+        except Exception:
+            self._abort_failed_capture()
+            return
+        self._unwatch()
+        self._state = GraphState.ABORTED
+        _release_parked_pools()
 
     # ------------------------------------------------------------------ instantiate / replay
     def instantiate(self) -> None:
@@ -407,26 +523,39 @@ class Graph:
                 hook(self)
 
     def reset(self) -> None:
-        """Delete the graph held by this instance (and a failed capture's pool); it can capture again."""
-        self._stop_tracking(drop=True)
-        self._g.reset()
-        failed, self._failed_pool = self._failed_pool, None
-        if failed is not None:
-            _release_pool(self._torch, *failed)
-        self._g = torch_originals(self._torch)["CUDAGraph"](keep_graph=True)
-        self._state = GraphState.NEW
-        self._template_live = False
-        self._instantiated = False
-        self._capture_pool = None
-        for device, pool_id in self._pool_refs:
-            _release_pool(self._torch, device, pool_id)
-        self._pool_refs.clear()
-        self._pools.clear()
-        self._mempools.clear()
+        """Delete the graph held by this instance; it can capture again.
+
+        During a capture, the capture is ended and thrown away first. After a failed capture the
+        pool was already given back, and torch's graph replaced, when the capture failed.
+        """
+        self._abandon_capture()
+        self._stop_tracker(drop=True)
+        self._unwatch()
+        try:
+            self._g.reset()
+            self._g = torch_originals(self._torch)["CUDAGraph"](keep_graph=True)
+        finally:
+            self._state = GraphState.NEW
+            self._template_live = False
+            self._instantiated = False
+            self._capture_pool = None
+            self._capture_stream = None
+            refs, self._pool_refs = self._pool_refs, []
+            for device, pool_id in refs:
+                _release_pool(self._torch, device, pool_id)
+            self._pools.clear()
+            _let_go(self._mempools)  # held while any engine capture is underway
+            _release_parked_pools()
 
     def __del__(self) -> None:
+        # A capture still underway is ended (torch 2.11 would leave the stream capturing for good).
         # As torch's CUDAGraph releases its pool when destroyed: give back the side pools this graph
         # retained (their MemPool objects go with the graph's attributes, after this).
+        if getattr(self, "_state", None) is GraphState.CAPTURING:
+            try:
+                self._abandon_capture()
+            except Exception:  # a destructor, possibly at interpreter exit: never raise
+                pass
         refs = getattr(self, "_pool_refs", None)
         if refs:
             for device, pool_id in refs:
@@ -435,18 +564,29 @@ class Graph:
                 except Exception:  # a destructor, possibly at interpreter exit: never raise
                     pass
             refs.clear()
+        _let_go(getattr(self, "_mempools", None))  # another capture may be underway: held till it ends
 
     # ------------------------------------------------------------------ pools and raw handles
     def pool(self) -> Any:
         """An opaque token of this graph's memory pool, to share it with another capture."""
+        if self._state is not GraphState.CAPTURED:
+            raise GraphUsageError(
+                "Called CUDAGraph::pool() without a preceding successful capture."
+                + {
+                    GraphState.NEW: " Nothing has been captured (or reset() was called since).",
+                    GraphState.CAPTURING: " The capture is still underway: call capture_end() first.",
+                    GraphState.ABORTED: " The last capture failed and its pool was given back: call "
+                    "reset() and capture again.",
+                }[self._state]
+            )
         return self._g.pool()
 
-    def pools(self) -> tuple[Any, ...]:
+    def pools(self) -> list[Any]:
         """Ids of every memory pool this graph retains: its capture pool first, then each pool that
         ``torch.cuda.use_mem_pool`` made current during the capture (kept until ``reset()``)."""
         if not self._pools:
-            return (self._g.pool(),)
-        return tuple(self._pools)
+            return [self.pool()]
+        return list(self._pools)
 
     def _retain_pool(self, pool: Any, device: Any = None) -> None:
         """A ``MemPool`` entered during this graph's capture: the graph keeps it until ``reset()``.
@@ -570,8 +710,84 @@ class Graph:
                 self._stream_ctx.__exit__(exc_type, exc, tb)
 
 
+#: torch CUDAGraphs whose destructor would abort the process (see ``Graph._failed_begin``).
+_UNDESTROYABLE: list[Any] = []
+
+
+def _end_stream_capture(torch: Any, stream: Any) -> None:
+    """If ``stream`` is still capturing (torch's capture_end raised before ending it), end it."""
+    try:
+        with torch.cuda.stream(stream):
+            capturing = bool(torch.cuda.is_current_stream_capturing())
+    except Exception:
+        return
+    if not capturing:
+        return
+    try:
+        rt, _ = require_bindings("ending a failed capture")
+        err, g = rt.cudaStreamEndCapture(int(stream.cuda_stream))
+        if g is not None and int(g):
+            rt.cudaGraphDestroy(g)
+    except Exception:
+        pass  # no bindings: the stream stays capturing, as on torch alone
+
+
+def _end_allocate_to_pool(torch: Any, device: int, pool_id: Any) -> None:
+    """End allocation to the pool of a capture that failed (torch 2.11's capture_end raises first)."""
+    end = getattr(torch._C, "_cuda_endAllocateToPool", None)
+    if end is None:
+        return
+    try:
+        end(device, pool_id)
+    except RuntimeError:
+        pass  # torch got as far as ending it itself
+
+
+#: Per device: the stream of the empty capture that takes the RNG generator out of capture mode.
+_RNG_RESET: dict[int, Any] = {}
+
+
+def _leave_rng_capture_mode(torch: Any) -> None:
+    """After a failed capture: an empty capture, so the default CUDA generator leaves capture mode.
+
+    torch 2.11's ``capture_begin`` puts the generator in capture mode; only a successful
+    ``capture_end`` takes it out. Until then every eager CUDA RNG call raises "Offset increment
+    outside graph capture encountered unexpectedly". An empty capture on a private stream does
+    both steps (no kernel, no allocation). Skipped while another engine capture is underway: its
+    own end does it (and a new prologue would reset that capture's RNG offset).
+    """
+    if _CAPTURING or not hasattr(torch.cuda, "Stream"):
+        return
+    collecting = gc.isenabled()
+    gc.disable()  # no cycle (a MemPool in one) is destroyed while this capture routes allocations
+    try:
+        dev = int(torch.cuda.current_device())
+        if dev not in _RNG_RESET:
+            _RNG_RESET[dev] = torch.cuda.Stream()
+        stream, pool = _RNG_RESET[dev], torch_originals(torch)["graph_pool_handle"]()
+        g = torch_originals(torch)["CUDAGraph"](keep_graph=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "The CUDA Graph is empty"
+            with torch.cuda.stream(stream):
+                try:
+                    g.capture_begin(pool, capture_error_mode="relaxed")
+                    g.capture_end()
+                except Exception:
+                    # Left routed to its pool, every later MemPool destructor would abort.
+                    _end_stream_capture(torch, stream)
+                    _end_allocate_to_pool(torch, dev, pool)
+                    _release_pool(torch, dev, pool)
+                    raise
+        g.reset()
+    except Exception:
+        pass  # as on torch alone: the next successful capture ends capture mode
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def _release_pool(torch: Any, device: int, pool_id: Any) -> None:
-    """Give back the private pool of a capture whose capture_end failed (torch 2.11 never does)."""
+    """Give back one use of a pool (a failed capture's, a retained side pool's)."""
     release = getattr(torch._C, "_cuda_releasePool", None)
     if release is None:
         return
@@ -600,10 +816,92 @@ def _incref_pool(torch: Any, device: int, pool_id: Any) -> bool:
     return True
 
 
-#: Captures underway on engine graphs: (device, stream handle) -> the graph capturing on that stream.
-_CAPTURING: dict[tuple[int, int], "Graph"] = {}
+#: Captures underway on engine graphs: (device, stream handle) -> the graph capturing on that stream
+#: (a weak reference: a graph dropped mid-capture is destroyed, and its destructor ends the capture).
+_CAPTURING: dict[tuple[int, int], "weakref.ref[Graph]"] = {}
 #: While a capture is underway: torch's ``use_mem_pool`` and the engine's stand-in for it.
 _USE_MEM_POOL: dict[str, Any] = {}
+#: While a capture is underway: torch's MemPool class and the ``__del__`` it had (None: none).
+_MEMPOOL_DEL: dict[str, Any] = {}
+#: MemPools dropped while an engine capture was underway (with their class's own ``__del__``),
+#: destroyed when the last one ends. Their finalizer has run (PEP 442: once per object).
+_PARKED: list[tuple[Any, Any]] = []
+#: MemPools the engine let go of (``reset()``, a graph destroyed) while an engine capture was
+#: underway: held, so that none dies there, and let go when the last capture ends.
+_HELD: list[Any] = []
+#: Parked MemPools still alive after they were let go (something else holds them): their
+#: finalizer has run, so no ``__del__`` would park them again, and their destructor would run
+#: wherever their last reference goes -- held here instead, and let go at each capture's end.
+_FINALIZED: list[Any] = []
+#: Per thread: the MemPools entered through the stand-in and not yet left.
+_ENTERED = threading.local()
+
+
+def _park_mempool(pool: Any) -> None:
+    """``torch.cuda.MemPool.__del__`` while an engine capture is underway: keep the pool alive.
+
+    torch 2.11's MemPool destructor empties the pool's cache, and the allocator asserts that no
+    capture is underway there (``captures_underway.empty()``): a MemPool destroyed during any
+    capture aborts the process. The engine keeps it until its last capture ends.
+    """
+    original = _MEMPOOL_DEL.get("del")
+    if _CAPTURING:
+        _PARKED.append((pool, original))  # resurrects it: destroyed by _release_parked_pools()
+        return
+    if original is not None:
+        original(pool)
+
+
+def _let_go(pools: list[Any] | None) -> None:
+    """The engine drops its references to the MemPools in ``pools`` (the list is emptied).
+
+    While an engine capture is underway they are held in ``_HELD`` instead: the reference dropped
+    may be the last one, and a finalizer is not a safe net (an object runs it once; a pool
+    parked before dies later without it).
+    """
+    if not pools:
+        return
+    if _CAPTURING:
+        _HELD.extend(pools)
+    pools.clear()
+
+
+def _release_parked_pools() -> None:
+    """Once no engine capture is underway, let go of every MemPool held or parked during one.
+
+    A parked pool (finalized once) still referenced after that -- a reference cycle, or a holder
+    the engine does not know -- would later die without a finalizer, possibly during a capture:
+    cycles are collected here at once (``gc.collect``, only when such a pool exists), and a pool
+    that is still alive is held again until the next capture ends.
+    """
+    if _CAPTURING or not (_PARKED or _HELD or _FINALIZED):
+        return
+    parked = list(_PARKED)
+    _PARKED.clear()
+    for entry in parked:
+        if entry[1] is not None:  # a finalizer runs once: run the class's own now
+            entry[1](entry[0])
+    if parked:
+        del entry  # no reference of this frame may outlive the release
+    fresh = _weak_refs(pool for pool, _ in parked)
+    older = _weak_refs(_FINALIZED)
+    _FINALIZED.clear()
+    _HELD.clear()  # never finalized: if one dies during a later capture, its finalizer parks it
+    del parked
+    if any(r() is not None for r in fresh):
+        gc.collect()  # no capture is underway: a cycle holding a just-parked pool dies now
+    _FINALIZED.extend(p for p in (r() for r in fresh + older) if p is not None)
+
+
+def _weak_refs(objs: Any) -> list[weakref.ref[Any]]:
+    """Weak references to ``objs`` (those that take none die with their last reference, as before)."""
+    refs = []
+    for obj in objs:
+        try:
+            refs.append(weakref.ref(obj))
+        except TypeError:
+            pass
+    return refs
 
 
 def _stream_key(torch: Any) -> tuple[int, int]:
@@ -619,10 +917,15 @@ def _graph_capturing_here(torch: Any) -> "Graph | None":
     """
     if not _CAPTURING or not torch.cuda.is_current_stream_capturing():
         return None
-    g = _CAPTURING.get(_stream_key(torch))
-    if g is None and len(_CAPTURING) == 1:
-        g = next(iter(_CAPTURING.values()))
-    return g
+    ref = _CAPTURING.get(_stream_key(torch))
+    if ref is None and len(_CAPTURING) == 1:
+        ref = next(iter(_CAPTURING.values()))
+    return None if ref is None else ref()
+
+
+def _graphs_capturing() -> list["Graph"]:
+    """The engine graphs whose capture is underway (in any thread)."""
+    return [g for g in (ref() for ref in list(_CAPTURING.values())) if g is not None]
 
 
 def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
@@ -634,7 +937,16 @@ def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
     before the capture) bypasses the stand-in: such a pool is not retained, as on torch <= 2.13.
     """
     key = _stream_key(torch)
-    _CAPTURING[key] = g
+    _CAPTURING[key] = weakref.ref(g)
+    cls = getattr(torch.cuda, "MemPool", None)
+    if cls is not None and "cls" not in _MEMPOOL_DEL and isinstance(cls, type):
+        had, own = "__del__" in cls.__dict__, cls.__dict__.get("__del__")
+        try:
+            setattr(cls, "__del__", _park_mempool)  # noqa: B010 (a class attribute mypy cannot see)
+        except (TypeError, AttributeError):
+            pass  # a class that takes no attribute: its pools are destroyed as on torch alone
+        else:
+            _MEMPOOL_DEL.update(cls=cls, had=had, **{"del": own})
     mem: Any = getattr(torch.cuda, "memory", None)
     original = getattr(mem, "use_mem_pool", None)
     if "torch" in _USE_MEM_POOL or original is None:
@@ -642,11 +954,32 @@ def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
 
     @contextlib.contextmanager
     def use_mem_pool(pool: Any, device: Any = None) -> Iterator[Any]:
+        entered = _ENTERED.__dict__.setdefault("pools", [])
+        pool_id = tuple(getattr(pool, "id", ()))
+        capture_pools = [tuple(g._capture_pool[1]) for g in _graphs_capturing() if g._capture_pool is not None]
+        if pool_id in capture_pools:
+            raise GraphUsageError(
+                "use_mem_pool: this MemPool is the pool of a capture underway (capture_begin(pool=...)): "
+                "what the capture allocates goes there already. torch 2.11 would count one more use of "
+                "it and never give it back. Allocate without use_mem_pool, or use another MemPool."
+            )
+        if any(p is pool for p in entered):
+            # torch 2.11 counts one more use of the pool before it refuses ("already recording to
+            # mempool_id") and never gives it back: the pool would never be freed.
+            raise GraphUsageError(
+                "use_mem_pool: this MemPool is already the current pool of this thread (an outer "
+                "`with torch.cuda.use_mem_pool(pool):` is still open). Nest a different MemPool, or "
+                "allocate in the outer block."
+            )
         capturing = _graph_capturing_here(torch)
         if capturing is not None:
             capturing._retain_pool(pool, device)
-        with original(pool, device) as value:
-            yield value
+        entered.append(pool)
+        try:
+            with original(pool, device) as value:
+                yield value
+        finally:
+            entered.pop()
 
     functools.update_wrapper(use_mem_pool, original)
     _USE_MEM_POOL.update(torch=original, engine=use_mem_pool)
@@ -659,7 +992,15 @@ def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
 def _unwatch_pools_entered(torch: Any, key: tuple[int, int]) -> None:
     """The capture registered under ``key`` is over; the last one puts torch's ``use_mem_pool`` back."""
     _CAPTURING.pop(key, None)
-    if _CAPTURING or "torch" not in _USE_MEM_POOL:
+    if _CAPTURING:
+        return
+    if "cls" in _MEMPOOL_DEL:
+        cls, had, original_del = _MEMPOOL_DEL.pop("cls"), _MEMPOOL_DEL.pop("had"), _MEMPOOL_DEL.pop("del")
+        if had:
+            setattr(cls, "__del__", original_del)  # noqa: B010
+        else:
+            delattr(cls, "__del__")
+    if "torch" not in _USE_MEM_POOL:
         return
     original, stand_in = _USE_MEM_POOL.pop("torch"), _USE_MEM_POOL.pop("engine")
     mem = torch.cuda.memory

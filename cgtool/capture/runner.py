@@ -1,12 +1,17 @@
 """Warm up, capture, instantiate, check replay against eager, export. The engine behind
 ``cgtool capture``, ``export``, ``trace`` and ``bench``.
 
-The graph is captured in the state the user's program leaves after its warm-up (the step run on
-a side stream): the replay-vs-eager check runs after the capture (``check_replay``), and its eager
-reference is copied to the host, so nothing the check allocates is alive when the graph's buffers
-are placed. (Running the 400-kernel chain eagerly on the stream its graph replays on, before the
-capture or after it, slowed every later replay, the graph's buffers unmoved: docs/bench.md, "Why
-capture state moves replay time". ``cgtool bench`` therefore checks after all timing.)"""
+The graph is captured as a user's program captures it with ``torch.cuda.graph``: after the
+warm-up (the step run on a side stream), on a stream of its own that ran nothing before (as
+``torch.cuda.graph``'s own capture stream), with nothing else alive. The stream matters: cuBLAS
+keeps a workspace per stream, so a capture on a new stream allocates the graph's own workspace
+(32 MiB on the H100) in the graph's memory pool, where the user's capture puts it, while a
+capture on the warm-up stream would reuse the warm-up's workspace outside the pool
+(docs/bench.md, "Why capture state moves replay time"). The replay-vs-eager check runs after the
+capture (``check_replay``), and its eager reference is copied to the host, so nothing the check
+allocates is alive when the graph's buffers are placed. (Running the 400-kernel chain eagerly on
+the stream its graph replays on, before the capture or after it, slowed every later replay, the
+graph's buffers unmoved. ``cgtool bench`` therefore checks after all timing.)"""
 
 from __future__ import annotations
 
@@ -254,35 +259,42 @@ def capture_workload(
 
 def warm_and_capture(target: Target, step: Callable[[], Any], *, warmup: int = 3, capture_error_mode: str = "global",
                      tracker: Any = None) -> Captured:
-    """Warm ``step`` up ``warmup`` times on a side stream, then capture it on that stream
-    (``capture_step``): a workload's step (``capture_workload``) or a caller's own callable (the
-    pytest fixture ``cgtool_bench``)."""
+    """Warm ``step`` up ``warmup`` times on a side stream (``warm_up``), then capture it on a new
+    stream of its own (``capture_step``), as ``torch.cuda.graph`` does: a workload's step
+    (``capture_workload``) or a caller's own callable (the pytest fixture ``cgtool_bench``)."""
     torch = require_cuda("Capturing a workload")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
     t0 = time.perf_counter()
     sync_sites: list[str] = []
-    try:
-        with watch_syncs(torch, sync_sites), torch.cuda.stream(side):
-            for _ in range(warmup):
-                step()
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        warm_s = time.perf_counter() - t0
-    except Exception as e:  # the step fails without a graph too
-        raise CaptureFailed(diagnose(e, step, sync_sites, during_capture=False), target.spec) from None
-
-    cap = capture_step(target, step, side, capture_error_mode=capture_error_mode, tracker=tracker,
+    warm_up(target, step, torch.cuda.Stream(), warmup, sync_sites)
+    warm_s = time.perf_counter() - t0
+    # A stream of its own, not the warm-up's: see the module's docstring (the cuBLAS workspace).
+    cap = capture_step(target, step, torch.cuda.Stream(), capture_error_mode=capture_error_mode, tracker=tracker,
                        sync_sites=sync_sites)
     cap.timings = {"warmup_s": warm_s, **cap.timings}
     return cap
 
 
+def warm_up(target: Target, step: Callable[[], Any], stream: Any, warmup: int, sync_sites: list[str]) -> None:
+    """Run ``step`` ``warmup`` times on ``stream`` (a side stream, as torch's docs warm up before a
+    capture), recording the user's lines that synchronize into ``sync_sites``; wait for it all."""
+    torch = require_cuda("Capturing a workload")
+    stream.wait_stream(torch.cuda.current_stream())
+    try:
+        with watch_syncs(torch, sync_sites), torch.cuda.stream(stream):
+            for _ in range(warmup):
+                step()
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+    except Exception as e:  # the step fails without a graph too
+        raise CaptureFailed(diagnose(e, step, sync_sites, during_capture=False), target.spec) from None
+
+
 def capture_step(target: Target, step: Callable[[], Any], stream: Any, *, capture_error_mode: str = "global",
                  tracker: Any = None, sync_sites: list[str] | None = None) -> Captured:
     """Capture a warmed-up ``step`` on ``stream`` into a new graph with a fresh memory pool,
-    instantiate it and replay it once. ``capture_workload`` calls it once; ``cgtool bench
-    --recaptures`` again for each further capture of the same step."""
+    instantiate it and replay it once. ``capture_workload`` calls it once, on a new stream;
+    ``cgtool bench --recaptures`` again on the same stream for each further capture of the same
+    step (as ``torch.cuda.graph`` captures every graph of a program on its one capture stream)."""
     torch = require_cuda("Capturing a workload")
     g = Graph(keep_graph=True, capture_error_mode=capture_error_mode)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Iterable, Optional
 
@@ -56,7 +57,23 @@ out = _Console(soft_wrap=False, markup=False, highlight=False)
 err = _Console(stderr=True, markup=False, highlight=False)
 
 Force = Annotated[bool, typer.Option("--force", help="Overwrite existing output files.")]
-MaxBytes = Annotated[Optional[int], typer.Option("--max-bytes", min=1, show_default="8 GiB for a file, 1 GiB for a device or FIFO, 64x the size of a gzip file (256 MiB to 4 GiB)", help="Refuse inputs that are (or decompress to) more bytes than this.")]
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
+          "t": 1000**4, "tb": 1000**4, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def parse_size(value: object) -> int:
+    """A size as the help prints it: ``1GiB``, ``256 MiB``, ``1.5GB``, or a number of bytes."""
+    if isinstance(value, int):
+        return value
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
+    unit = m.group(2).lower() if m else ""
+    if m is None or unit not in _UNITS or float(m.group(1)) * _UNITS[unit] < 1:
+        raise typer.BadParameter(f"{value!r} is not a size: give bytes (1000000) or a number with a unit "
+                                 "(256MiB, 1GiB, 2GB), at least 1 byte.")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+MaxBytes = Annotated[Optional[int], typer.Option("--max-bytes", parser=parse_size, show_default="8 GiB for a file, 1 GiB for a device or FIFO, 64x the size of a gzip file (256 MiB to 4 GiB)", help="Refuse inputs that are (or decompress to) more bytes than this: bytes, or with a unit (256MiB, 1GiB, 2GB).")]
 JsonOut = Annotated[Optional[Path], typer.Option("--json", help="Also write the result as JSON (`-`: standard output).")]
 __all__ = ["DEFAULT_MAX_BYTES", "Force", "JsonOut", "MaxBytes", "err", "out", "output_path", "wrote", "console_for", "one_stdout"]
 

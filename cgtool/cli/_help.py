@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, get_args
 _BY_OPTION = {"--graph": "GRAPH", "--trace": "TRACE", "--workload": "TARGET", "--max-regression": "PCT",
               "--tolerance-us": "US", "--args": "ARGS", "--label": "LABEL", "--title": "TITLE",
               "--profiler": "cupti|torch", "--render": "svg|png", "--fail-on": "CONDITION",
-              "--driver-flags": "FLAGS", "--nnodes": "N", "--rdzv-endpoint": "HOST:PORT"}
+              "--driver-flags": "FLAGS", "--max-bytes": "SIZE", "--nnodes": "N", "--rdzv-endpoint": "HOST:PORT"}
 #: ... and where one command's option takes something else than the same option elsewhere.
 _BY_COMMAND_OPTION = {("capture", "--output"): "DIR", ("record", "--out"): "DIR", ("deps", "--compare"): "TRACE",
                       ("bench", "--compare"): "OLD NEW"}

@@ -17,6 +17,7 @@ from cgtool.cli._common import (DEFAULT_MAX_BYTES, Force, JsonOut, MaxBytes, con
                                 wrote)
 from cgtool.errors import CheckFailed, UsageError
 from cgtool.inspect import DEFAULT_TOLERANCE_US
+from cgtool.report.fold import MAX_FOLD, MIN_FOLD
 
 
 def _finite_tolerance(v: float) -> float:
@@ -26,9 +27,16 @@ def _finite_tolerance(v: float) -> float:
 
 
 Tolerance = Annotated[float, typer.Option(callback=_finite_tolerance, help="B counts as after A when it starts no earlier than this (µs) before A's end (0 to 1000000).")]
+#: Folding, worded the same for dot and report: a chain's inside is its nodes but the two ends.
+Collapse = Annotated[int, typer.Option(min=0, help="Fold the inside of every linear chain (its nodes but the two ends, which stay drawn) that holds at least N nodes into boxes of at least N nodes (0: fold nothing).")]
+MaxFold = Annotated[int, typer.Option(min=2, help="No folded box holds more than N nodes.")]
+Expand = Annotated[bool, typer.Option("--expand", help="Fold nothing: the same as --collapse 0.")]
 Top = Annotated[int, typer.Option(min=0, help="Rows in the top-fake table.")]
-INPUT_HELP = ("a graph export, a cgtool trace (embeds its graphs), a torch.profiler trace (with --graph), a capture "
-              "bundle, a per-rank folder, a `cgtool record` folder; PATH#n picks its graph #n (docs/inputs.md)")
+INPUT_HELP = ("a graph export, a cgtool trace (embeds its graphs), a capture bundle, a per-rank folder, a `cgtool "
+              "record` folder; PATH#n picks its graph #n (docs/inputs.md)")
+#: deps reads a torch.profiler trace as its TRACE (its graph in --graph); topo and dot take one in --trace.
+DEPS_INPUT_HELP = INPUT_HELP.replace("a capture bundle", "a torch.profiler trace (with --graph), a capture bundle")
+TRACE_INPUT_HELP = INPUT_HELP + "; a torch.profiler trace goes in --trace, beside its graph export"
 GraphId = Annotated[Optional[int], typer.Option("--graph-id", min=0, help="Where the input holds several graphs: the one of this exec graph id.")]
 Rank = Annotated[Optional[int], typer.Option("--rank", min=0, help="Where the input holds several ranks: this rank's.")]
 Process = Annotated[Optional[str], typer.Option("--process", help="Where a recording holds several processes: this one's (its pid or folder).")]
@@ -47,7 +55,7 @@ def _path(arg: str) -> Path:
 
 
 def deps(
-    trace: Annotated[str, typer.Argument(help="The trace: " + INPUT_HELP + "; a folder's traces are analysed one by one.")],
+    trace: Annotated[str, typer.Argument(help="The trace: " + DEPS_INPUT_HELP + "; a folder's traces are analysed one by one.")],
     graph: Annotated[Optional[list[Path]], typer.Option("--graph", "-g", help="Graph export(s) of the traced instantiation; needed for a profiler trace, optional for cgtool traces, which embed theirs.")] = None,
     json_out: JsonOut = None,
     tolerance_us: Tolerance = DEFAULT_TOLERANCE_US,
@@ -118,7 +126,8 @@ def _deps_show(con: Any, runs: list[Any], compared: dict[str, Any] | None, top: 
     for run in runs:
         if len(runs) > 1:
             con.rule(Text(run.label))
-        deps_report(con, run.result, top=top, sources=run.sources(), overhead=run.overhead)
+        deps_report(con, run.result, top=top, sources=run.sources(), overhead=run.overhead, names=run.names,
+                    graphs=run.graphs)
     if len(runs) > 1:
         ranked = {r.rank: r.result for r in runs if r.rank is not None}
         if len(ranked) == len(runs):
@@ -132,7 +141,7 @@ def _deps_show(con: Any, runs: list[Any], compared: dict[str, Any] | None, top: 
 
 
 def topo(
-    graph: Annotated[str, typer.Argument(help="The graph(s): " + INPUT_HELP + ".")],
+    graph: Annotated[str, typer.Argument(help="The graph(s): " + TRACE_INPUT_HELP + ".")],
     trace: Annotated[Optional[Path], typer.Option("--trace", help="A trace of this instantiation (a file, or a per-rank folder paired by rank): the measured span and critical path.")] = None,
     json_out: JsonOut = None,
     graph_id: GraphId = None,
@@ -179,13 +188,13 @@ def _topo_json(views: list[Any]) -> dict[str, Any]:
 
 
 def dot(
-    graph: Annotated[str, typer.Argument(help="The graph: " + INPUT_HELP + "; with --driver, a TARGET to capture.")],
+    graph: Annotated[str, typer.Argument(help="The graph: " + TRACE_INPUT_HELP + "; with --driver, a TARGET to capture.")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output .dot (default: standard output).")] = None,
     render: Annotated[Optional[str], typer.Option(help="Also render with Graphviz: svg or png (next to the .dot).")] = None,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="A trace of this instantiation: nodes grouped by the channel (or stream) they ran on, coloured by measured duration, fake dependencies drawn. A cgtool trace given as GRAPH is its own.")] = None,
-    collapse: Annotated[int, typer.Option(min=0, help="Fold the inside of linear chains into pieces of at least N nodes (0: expand all); the ends of every chain stay.")] = 4,
-    max_fold: Annotated[int, typer.Option(min=2, help="No folded piece holds more than N nodes.")] = 24,
-    expand: Annotated[bool, typer.Option("--expand", help="Same as --collapse 0.")] = False,
+    collapse: Collapse = MIN_FOLD,
+    max_fold: MaxFold = MAX_FOLD,
+    expand: Expand = False,
     graph_id: GraphId = None,
     rank: Rank = None,
     process: Process = None,
@@ -257,7 +266,7 @@ def diff(
     ga, gb = diff_pair(a, b, sel, sel, max_bytes=max_bytes)
     d = do_diff(ga.graph, gb.graph)
     hit = failed_conditions(d, fail_on or [])
-    diff_table(console_for(json_out), d)
+    diff_table(console_for(json_out), d, a, b)
     append_step_summary(diff_summary_md(d, _path(a), _path(b)))
     if json_out is not None:
         write_json(json_out, d.to_json(), force=force)

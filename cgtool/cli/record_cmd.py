@@ -33,6 +33,9 @@ def record(
     coverage: Annotated[bool, typer.Option("--coverage", help=help_of("coverage"))] = D.coverage,
     hang_after: Annotated[Optional[int], typer.Option("--hang-after", min=1, metavar="S", help=help_of("hang_after"))]
     = D.hang_after,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help=help_of("json_out"))] = D.json_out,
+    check_inputs: Annotated[int, typer.Option("--check-inputs", min=0, help=help_of("check_inputs"))]
+    = D.check_inputs,
     nproc_per_node: Annotated[int, typer.Option("--nproc-per-node", min=1, help=help_of("nproc_per_node"))]
     = D.nproc_per_node,
     nnodes: Annotated[Optional[str], typer.Option("--nnodes", help=help_of("nnodes"))] = D.nnodes,
@@ -44,7 +47,8 @@ def record(
 
     run_record(list(ctx.args), RecordOptions.from_environment(
         out=out, force=force, trace_replays=trace_replays, trace_skip=trace_skip, coverage=coverage, hang_after=hang_after,
-        nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint))
+        check_inputs=check_inputs, json_out=json_out, nproc_per_node=nproc_per_node, nnodes=nnodes,
+        node_rank=node_rank, rdzv_endpoint=rdzv_endpoint))
 
 
 def register(app: typer.Typer) -> None:

@@ -68,6 +68,10 @@ def run_record(program: list[str], opts: RecordOptions) -> None:
     """Run the program under the recorder, print the summary, exit with the program's code."""
     from cgtool.capture.record import launcher
 
+    if opts.json_out is not None:
+        from cgtool.cli._common import output_path
+
+        output_path(opts.json_out, opts.force)  # refused before the program runs, not after
     code = launcher.run(opts, list(program))
     # The summary's modules are loaded after the program (its own processes did the recording).
     from cgtool.artifacts.recording import load_tree
@@ -75,7 +79,20 @@ def run_record(program: list[str], opts: RecordOptions) -> None:
     from cgtool.report.record_table import record_summary
 
     try:
-        record_summary(err, load_tree(opts.out))
+        tree = load_tree(opts.out)
+        record_summary(err, tree)
+        if opts.json_out is not None:
+            _write_json(opts.json_out, tree, opts.force)
     except Exception as e:  # a program killed hard may leave no index: its exit code still matters more
         err.print(f"cgtool: no summary ({e}).", markup=False, highlight=False)
     sys.exit(code)  # the program's own exit code (typer.Exit is swallowed outside standalone mode)
+
+
+def _write_json(path: Path, tree: Any, force: bool) -> None:
+    import json
+
+    from cgtool.artifacts.jsonio import atomic_write_bytes
+    from cgtool.inspect.record_summary import summarize, summary_json
+
+    data = (json.dumps(summary_json(summarize(tree)), indent=1, ensure_ascii=False) + "\n").encode()
+    atomic_write_bytes(path, data, force=force)

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from cgtool.cli.analysis import Collapse, Expand, MaxFold
 from cgtool.cli._common import DEFAULT_MAX_BYTES, Force, MaxBytes, err, output_path, wrote
 from cgtool.errors import UsageError
 from cgtool.inspect import DEFAULT_TOLERANCE_US
@@ -20,8 +21,9 @@ def report(
     output: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write (`-`: standard output).")] = Path("report.html"),
     baseline: Annotated[Optional[Path], typer.Option(help="Bench results to judge the bench inputs against (plotted beside them).")] = None,
     title: Annotated[Optional[str], typer.Option(help="The page's title (default: cgtool report: the inputs' names).")] = None,
-    collapse: Annotated[int, typer.Option(min=0, help="Fold the inside of linear chains of at least N nodes (0: unfold all).")] = MIN_FOLD,
-    max_fold: Annotated[int, typer.Option(min=2, help="No folded box holds more than N nodes.")] = MAX_FOLD,
+    collapse: Collapse = MIN_FOLD,
+    max_fold: MaxFold = MAX_FOLD,
+    expand: Expand = False,
     open_: Annotated[bool, typer.Option("--open", help="Open the report in a web browser.")] = False,
     force: Force = False,
     max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
@@ -44,7 +46,7 @@ def report(
                   "install them with `pip install 'cgtool[report]'`.", markup=False, highlight=False,
                   soft_wrap=True)
     title = title or "cgtool report: " + ", ".join(p.name for p in inputs[:3]) + (", ..." if len(inputs) > 3 else "")
-    page = render_html(data, title=title, plots=plots, min_fold=collapse, max_fold=max_fold,
+    page = render_html(data, title=title, plots=plots, min_fold=0 if expand else collapse, max_fold=max_fold,
                        recordings=data.recordings)
     atomic_write_bytes(output, page.encode(), force=force)
     wrote(output, f"({plural(len(data.graphs), 'graph')}, {plural(len(data.bench), 'bench result')})")

@@ -83,6 +83,14 @@ def deps_document(runs: list[DepsRun], compared: dict[str, Any] | None,
         if len(runs) > 1:  # which file each is (one trace's document is the same whatever its path)
             d["trace"] = str(run.path)
         d["graphs"] = {str(gid): run.result.figures(gid).to_json() for gid in run.result.graphs}
+        if len(run.result.graphs) > 1:  # a median across different graphs is no graph's: see "graphs"
+            for k in ("span_median_us", "span_mean_us", "critical_path_us", "median_span_us", "mean_span_us"):
+                if k in d["summary"]:
+                    d["summary"][k] = None
+            d["summary"]["per_graph"] = "span and critical path are per graph, under \"graphs\""
+        for gid, name in (run.names or {}).items():  # each graph named as topo, diff and report name it
+            if str(gid) in d["graphs"]:
+                d["graphs"][str(gid)]["name"] = name
         return d
 
     if len(runs) == 1:

@@ -32,6 +32,7 @@ class DepsRun:
     result: DepsResult
     overhead: TracerOverhead | None
     doc: dict[str, Any] | None = None  # the whole trace document, when asked for (annotation)
+    names: dict[int, str] | None = None  # exec graph id -> the graph's name in topo/diff/report (``#0 ...``)
 
     def sources(self) -> dict[int, str]:
         """Tools id -> source label, from the exports' per-node sources."""
@@ -77,6 +78,13 @@ def deps_runs(inp: Path | str, graph_paths: Sequence[Path] = (), *, selector: Se
     analyses = Analyses(tolerance_us=tolerance_us, max_bytes=max_bytes, max_connections=max_connections)
     for ts in traces:
         if given:
+            if ts.embedded:  # the exports given must be the graphs the trace embeds (the one check)
+                from cgtool.inspect.belong import check_belong
+
+                emb = {g.exec_graph_id: g for g in ts.graphs}
+                for g in given:
+                    if g.exec_graph_id in emb:
+                        check_belong(g, emb[g.exec_graph_id], ts.path)
             ts = TraceSource(ts.path, given, False, ts.rank, ts.process, ts._trace)
         elif not ts.graphs:
             raise UsageError(f"{ts.path} is a profiler trace with no graph export in it or beside it: pass the "
@@ -87,6 +95,7 @@ def deps_runs(inp: Path | str, graph_paths: Sequence[Path] = (), *, selector: Se
             keep = {i.graph.exec_graph_id for i in sel.pick(items, res.path)}
             ts = TraceSource(ts.path, [g for g in ts.graphs if g.exec_graph_id in keep], ts.embedded, ts.rank,
                              ts.process, ts._trace)
+        names = {i.graph.exec_graph_id: i.label for i in res.graphs if i.trace is ts and i.label}
         result = analyses.of(ts)
         t = ts.load(max_bytes)
         doc = None
@@ -96,7 +105,7 @@ def deps_runs(inp: Path | str, graph_paths: Sequence[Path] = (), *, selector: Se
             doc = load_json(ts.path, max_bytes=max_bytes)
         label = str(ts.path) if len(traces) == 1 else _trace_label(ts)
         out.append(DepsRun(label, ts.path, ts.rank, ts.process, t if keep_trace else None, ts.graphs, result,
-                           t.tracer_overhead, doc))
+                           t.tracer_overhead, doc, names or None))
         if not keep_trace:
             ts.forget()
     return out
@@ -143,7 +152,7 @@ def graph_views(inp: Path | str, trace: Path | str | None = None, *, selector: S
 def _check_same(item: GraphItem) -> None:
     """An export given beside a cgtool trace must be the graph the trace embeds under its id."""
     from cgtool.errors import InvalidInputError
-    from cgtool.inspect.inputs import same_graph
+    from cgtool.inspect.belong import check_belong
 
     assert item.trace is not None
     emb = {g.exec_graph_id: g for g in item.trace.graphs}
@@ -153,11 +162,7 @@ def _check_same(item: GraphItem) -> None:
             f"{item.trace.path} holds graph work of exec graph id(s) {sorted(emb)}, but {item.path} is exec graph "
             f"{item.graph.exec_graph_id}. A trace and an export join only when they come from the same "
             "instantiation (re-instantiating makes a new id): pass the export written with this trace.")
-    if not same_graph(g, item.graph):
-        raise InvalidInputError(
-            f"{item.path} is exec graph {g.exec_graph_id}, as is a graph {item.trace.path} embeds, but their nodes "
-            "differ: exec graph ids are counters per process, so they come from different runs. Pass the export "
-            "written with this trace (or the trace alone: it embeds its graphs).")
+    check_belong(item.graph, g, item.trace.path)
 
 
 def diff_pair(a: Path | str, b: Path | str, sel_a: Selector, sel_b: Selector, *,

@@ -469,10 +469,11 @@ def _pair(res: Resolved) -> None:
 
 
 def same_graph(a: GraphData, b: GraphData) -> bool:
-    """Whether two exports are of one instantiation's graph: same exec id, node ids, types and edges."""
-    return (a.exec_graph_id == b.exec_graph_id and len(a.nodes) == len(b.nodes)
-            and all(x.tools_id == y.tools_id and x.node_type is y.node_type and x.dependencies == y.dependencies
-                    for x, y in zip(a.nodes, b.nodes)))
+    """Whether two exports are of one instantiation's graph: same exec id, node ids, types, edges and
+    kernel names (``inspect.belong``, the check every command makes)."""
+    from cgtool.inspect.belong import why_apart
+
+    return why_apart(a, b) is None
 
 
 def _number(res: Resolved) -> None:

@@ -22,12 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from cgtool.artifacts.recording import (GraphEntry, PoolBytes, ProcessEntry, ProcessIndex, Recording,
-                                        RecordingTree, TracedLaunch, read_json, trace_path)
+                                        RecordingTree, TracedLaunch, helper_command, read_json, trace_path)
 from cgtool.errors import InvalidInputError
+from cgtool.inspect.stale_inputs import InputsCoverage, StaleInput, checked_sentence, coverage, sentence, stale_inputs
 
 #: The share of replays "the graphs that serve traffic" must reach (the findings name the fewest
 #: graphs that together served at least this share).
 SERVING_SHARE = 0.9
+#: Stale graph inputs said in full in the findings (the most replays first); the others are counted
+#: in one line (``record --json``'s ``stale_inputs`` and the report's table list every one), so a
+#: program that frees many inputs keeps its summary on one screen.
+STALE_SAID = 3
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,8 @@ class ProcessSummary:
     pools: tuple[PoolBytes, ...] = ()
     cuda: dict[str, Any] | None = None
     helper: str | None = None  # not recorded, and a helper command that makes no CUDA graph: what it is
+    stale_inputs: tuple[StaleInput, ...] = ()  # graphs that read memory the program freed (input checks)
+    inputs_checked: InputsCoverage | None = None  # None: recorded without input checks
     recording: Recording | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -215,7 +222,8 @@ def _process(tree: RecordingTree, rec: Recording | None, entry: ProcessEntry | N
         reason=entry.reason if entry is not None else None, graphs=graphs, sites=sites, wall_s=_wall(idx),
         gaps=tuple(replay_gaps(rec)), skips=len(idx.compile.cudagraph_skips),
         suspensions=tuple(idx.suspended), pools=tuple(idx.ledger.pools) if idx.ledger is not None else (),
-        cuda=idx.cuda, recording=rec)
+        cuda=idx.cuda, stale_inputs=tuple(stale_inputs(rec.pid, rec.graphs)), inputs_checked=coverage(rec.graphs),
+        recording=rec)
 
 
 def summarize(tree: RecordingTree) -> RecordSummary:
@@ -265,6 +273,80 @@ def _memory_of(graphs: Sequence[GraphStat]) -> str:
     return f"took {mib(total)} during their capture" + (f" (unknown for {unk})" if unk else "")
 
 
+def cannot_make_graphs(p: ProcessSummary) -> str | None:
+    """What a recorded process that made no graph is when it could not have made one, or None:
+    torch.compile's compile workers and other helpers (by their command line), and forks of a
+    process that had initialised CUDA that never tried to use it (those that tried are not folded:
+    the advice to use spawn is for them)."""
+    if not p.followed or p.graphs:
+        return None
+    what = helper_command(p.argv)
+    cuda = p.cuda or {}
+    if cuda.get("usable") is False:
+        if cuda.get("tried"):
+            return None
+        return (what or "a process") + " forked after CUDA was initialised in its parent"
+    return what
+
+
+def idle_kinds(s: RecordSummary) -> Counter[str]:
+    """The processes that made no graph and could not, counted per kind (``cannot_make_graphs``)."""
+    return Counter(k for k in (cannot_make_graphs(p) for p in s.processes) if k)
+
+
+def inputs_text(g: GraphStat) -> str | None:
+    """The inputs a cudagraph-trees graph was recorded for, by argument name where recorded:
+    ``x: [8, 64], s0: 8``; None for other graphs."""
+    ci = g.capture_inputs
+    if not ci:
+        return None
+    shapes = ci.get("inputs") or []
+    names = ci.get("names") or []
+    if not shapes:
+        static = ci.get("static_inputs")
+        return "no dynamic input" + (f" ({static} static)" if static else "")
+    return ", ".join(f"{names[k]}: {v}" if k < len(names) and names[k] else f"input {k}: {v}"
+                     for k, v in enumerate(shapes))
+
+
+def empty_graph_text(p: ProcessSummary, g: GraphStat) -> str | None:
+    """What made a graph of no nodes, where the recording says: CUDA graph trees (torch.compile's
+    mode="reduce-overhead") capture an empty graph when they start, to own their memory pool."""
+    if g.nodes:
+        return None
+    compiled = p.recording is not None and bool(p.recording.index.compile.graphs_from_compiled_code)
+    if compiled and g.capture_inputs is None and g.pool and any(o.pool == g.pool and o.nodes for o in p.graphs):
+        return (f"#{g.seq} is empty: torch.compile's CUDA graph trees capture an empty graph when they start, "
+                f"to own the memory pool ({g.pool}) their graphs share; it runs no work")
+    return f"#{g.seq} is empty: its capture recorded no work"
+
+
+def _stale_findings(followed: Sequence[ProcessSummary], n_graphs: int) -> list[str]:
+    """The input checks' answers: the stale inputs that cost the most replays said in full, the
+    others counted (``STALE_SAID``), then what was checked."""
+    out: list[str] = []
+    stale = sorted((x for p in followed for x in p.stale_inputs), key=lambda st: -st.replays)
+    several = sum(1 for p in followed if p.graphs) > 1  # idle processes (compile workers) do not count
+    for x in stale[:STALE_SAID]:
+        text = sentence(x)
+        out.append(text[0].upper() + text[1:] + (f" (process {x.pid})" if several else "") + ".")
+    rest = stale[STALE_SAID:]
+    if rest:
+        out.append(f"{len(rest)} more graph input(s) read memory their program freed, in "
+                   f"{len({(x.pid, x.seq) for x in rest})} graph(s): `cgtool record --json` (stale_inputs) and "
+                   "`cgtool report` list each.")
+    covs = [p.inputs_checked for p in followed if p.inputs_checked is not None]
+    if covs and n_graphs:
+        merged = InputsCoverage(sum(c.checked for c in covs), {}, sum(c.partial for c in covs))
+        for c in covs:
+            for why, n in c.not_checked.items():
+                merged.not_checked[why] = merged.not_checked.get(why, 0) + n
+        line = checked_sentence(n_graphs, merged, len(stale))
+        if line:
+            out.append(line)
+    return out
+
+
 def findings(s: RecordSummary) -> list[str]:
     """The recording's answers, as sentences."""
     out: list[str] = []
@@ -284,8 +366,10 @@ def findings(s: RecordSummary) -> list[str]:
                        "the program made none.")
     else:
         with_graphs = [p for p in followed if p.graphs]
-        out.append(f"{len(graphs)} graph(s) in {len(with_graphs)} of {len(followed)} recorded process(es), "
-                   f"{total} replay(s).")
+        idle_n = sum(idle_kinds(s).values())
+        out.append(f"{len(graphs)} graph(s) in {len(with_graphs)} of {len(followed) - idle_n} recorded process(es)"
+                   + (f" (and {idle_n} that could not make one)" if idle_n else "") + f", {total} replay(s).")
+    out += _stale_findings(followed, len(graphs))
     if graphs and total:
         ranked = sorted(graphs, key=lambda g: -g.replays)
         acc, k = 0, 0
@@ -306,11 +390,17 @@ def findings(s: RecordSummary) -> list[str]:
     for p in followed:
         for site in p.sites:
             if len(site.graphs) > 1:
-                shapes = site.shapes
-                again = (f", re-recorded for inputs {', '.join(map(str, shapes[:6]))}{' ...' if len(shapes) > 6 else ''}"
-                         if shapes else "")
-                out.append(f"{_where(site.site)} captured {len(site.graphs)} graphs in {_who(p)}{again}; "
-                           f"{len(site.never_replayed)} of them never replayed.")
+                per_graph = [(g, inputs_text(g)) for g in site.graphs]
+                again = "".join(f"\n  #{g.seq}: {t}" for g, t in per_graph[:8] if t is not None)
+                more = sum(1 for _, t in per_graph[8:] if t is not None)
+                again += f"\n  ... and {more} more" if more else ""
+                out.append(f"{_where(site.site)} captured {len(site.graphs)} graphs in {_who(p)}; "
+                           f"{len(site.never_replayed)} of them never replayed"
+                           + (f"; the inputs each was recorded for:{again}" if again else "."))
+        for g in p.graphs:
+            empty = empty_graph_text(p, g)
+            if empty:
+                out.append(f"{_who(p)}: {empty}.")
     cap = [(p, p.capture_s) for p in followed if p.capture_s]
     if cap:
         total_cap = sum(c for _, c in cap if c)
@@ -340,8 +430,12 @@ def findings(s: RecordSummary) -> list[str]:
                        + (f"; it did not resume ({sp['not_resumed']})" if sp.get("not_resumed") else
                           "; it resumed when the profiler stopped" if sp.get("resumed_at_s") is not None else "")
                        + ".")
-        if p.cuda and p.cuda.get("usable") is False:
+        if p.cuda and p.cuda.get("usable") is False and p.cuda.get("tried"):  # it tried the GPU: advise
             out.append(f"{_who(p)}: {p.cuda.get('reason')}.")
+    kinds = idle_kinds(s)
+    if kinds:
+        out.append(f"{sum(kinds.values())} recorded process(es) made no graph and could not make one: "
+                   + "; ".join(f"{n}x {k}" for k, n in kinds.most_common(5)) + ".")
     if not_followed:
         reasons = Counter(_short_reason(p.reason) for p in not_followed)
         out.append(f"{len(not_followed)} process(es) could not be recorded: "
@@ -365,3 +459,13 @@ def _who(p: ProcessSummary) -> str:
 
 def _short_reason(r: str | None) -> str:
     return (r or "unknown").split(":")[0].split(" (")[0]
+
+
+def summary_json(s: RecordSummary) -> dict[str, Any]:
+    """The summary's answers as JSON: the findings' sentences, and each graph reading freed memory."""
+    return {"program": list(s.program), "exit_code": s.exit_code, "complete": s.complete,
+            "findings": list(s.findings),
+            "stale_inputs": [x.to_json() for p in s.processes for x in p.stale_inputs],
+            "processes": [{"pid": p.pid, "graphs": len(p.graphs), "replays": p.replays, "followed": p.followed,
+                           "inputs_checked": None if p.inputs_checked is None else p.inputs_checked.checked}
+                          for p in s.processes]}

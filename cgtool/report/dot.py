@@ -3,7 +3,7 @@
 Nodes read ``#n name`` (``#n`` is the node id `cgtool deps` prints), with the source line when
 the export records one (``cgtool record``); the full demangled name is in the tooltip. Shape and
 colour follow the node type, the critical path is drawn bold red, and the inside of long linear
-chains is folded into pieces (``report/fold.py``: the ends of every chain stay, so forks and joins
+chains is folded into boxes (``report/fold.py``: the ends of every chain stay, so forks and joins
 stay visible; ``collapse=0`` expands everything). With a trace, nodes are grouped into one cluster
 per hardware channel (or stream), filled by measured duration, and fake dependencies are dashed
 orange edges. A legend says all this in the picture. What is drawn comes from a ``GraphView``
@@ -231,7 +231,7 @@ def render_dot(
 
 
 #: The rows of the figures a traced DOT's title carries (the words of ``report.words``).
-TITLE_ROWS = ("replays", "span", "critical path", "fake dependencies", "waits behind unrelated work", "cannot tell",
+TITLE_ROWS = ("traced replays", "span", "critical path", "fake dependencies", "waits behind unrelated work", "cannot tell",
               "estimated saving")
 
 

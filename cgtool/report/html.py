@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 from importlib import resources
 from typing import Any, Sequence
 
@@ -198,24 +199,19 @@ def collectives_html(figs: CollectiveFigures, source: str) -> str:
 
 
 def record_html(s: RecordSummary, source: str) -> str:
-    """A `cgtool record` recording's answers (``inspect/record_summary.py``): the page opens on them."""
+    """A `cgtool record` recording's answers (``inspect/record_summary.py``): the page opens on them,
+    then its graphs, the inputs they read after their program freed them (input checks), then its
+    processes; helpers and processes that could not make a graph are
+    counted and folded (a "show" toggle), not listed in the first screen."""
+    from cgtool.inspect.record_summary import cannot_make_graphs
+
     out = [f"<section class=recsummary><h2>recording: {_esc(source)}</h2><ul>"]
     out += [f"<li>{_esc(f)}</li>" for f in s.findings]
-    out.append("</ul><table class=grid><tr><th>process<th>parent<th>rank<th>recorded<th>graphs<th>replays"
-               "<th>capture s<th>exit<th>command</tr>")
-    for p in s.processes:
-        cap = p.capture_s
-        out.append(f"<tr><td class=num>{_esc(p.pid if p.pid is not None else '?')}<td class=num>"
-                   f"{_esc(p.parent if p.parent is not None else '-')}<td class=num>{_esc('-' if p.rank is None else p.rank)}"
-                   f"<td>{'yes' if p.followed else _esc('no: ' + (p.reason or ''))}<td class=num>"
-                   f"{len(p.graphs) if p.followed else '?'}<td class=num>{p.replays if p.followed else '?'}"
-                   f"<td class=num>{'-' if cap is None else f'{cap:.3f}'}<td class=num>"
-                   f"{_esc('-' if p.exit_code is None else p.exit_code)}<td>{_esc(' '.join(p.argv)[:120])}</tr>")
-    out.append("</table>")
+    out.append("</ul>")
     rows = [(p, site, g) for p in s.processes for site in p.sites for g in site.graphs]
     if rows:
-        out.append("<table class=grid><tr><th>process<th>graph<th>captured at<th>nodes<th>replays<th>cap+inst ms"
-                   "<th>MiB taken<th>inputs</tr>")
+        out.append("<table class=grid id=recgraphs><tr><th>process<th>graph<th>captured at<th>nodes<th>replays"
+                   "<th>cap+inst ms<th>MiB taken<th>inputs</tr>")
         for p, site, g in sorted(rows, key=lambda x: -x[2].replays):
             c = g.capture_total_s
             mb = g.reserved_during_capture
@@ -225,7 +221,51 @@ def record_html(s: RecordSummary, source: str) -> str:
                        f"{'' if g.replays_complete else '+'}<td class=num>{'-' if c is None else f'{c * 1e3:.2f}'}"
                        f"<td class=num>{'-' if mb is None else f'{mb / 2**20:.1f}'}<td>{_esc(inputs or '')}</tr>")
         out.append("</table>")
+    out.append(_stale_table(s))
+    head = ("<table class=grid><tr><th>process<th>parent<th>rank<th>recorded<th>graphs<th>replays"
+            "<th>capture s<th>exit<th>command</tr>")
+
+    def row(p: Any) -> str:
+        cap = p.capture_s
+        return (f"<tr><td class=num>{_esc(p.pid if p.pid is not None else '?')}<td class=num>"
+                f"{_esc(p.parent if p.parent is not None else '-')}<td class=num>{_esc('-' if p.rank is None else p.rank)}"
+                f"<td>{'yes' if p.followed else _esc('no: ' + (p.reason or ''))}<td class=num>"
+                f"{len(p.graphs) if p.followed else '?'}<td class=num>{p.replays if p.followed else '?'}"
+                f"<td class=num>{'-' if cap is None else f'{cap:.3f}'}<td class=num>"
+                f"{_esc('-' if p.exit_code is None else p.exit_code)}<td>{_esc(' '.join(p.argv)[:120])}</tr>")
+
+    folded = [p for p in s.processes if (not p.followed and p.helper) or cannot_make_graphs(p) is not None]
+    shown = [p for p in s.processes if not any(p is q for q in folded)]
+    out.append(head + "".join(row(p) for p in shown) + "</table>")
+    if folded:
+        out.append(f"<details class=folded><summary>show {len(folded)} process(es) that made no CUDA graph "
+                   f"and could not make one (helpers, torch.compile's compile workers)</summary>"
+                   + head + "".join(row(p) for p in folded) + "</table></details>")
     out.append("</section>")
+    return "".join(out)
+
+
+def _site(site: Any) -> str:
+    return "?" if not site else f"{os.path.basename(site['file'])}:{site['line']}"
+
+
+def _stale_table(s: RecordSummary) -> str:
+    """The graphs reading memory their program freed (or rebound), one row per input; "" when none."""
+    stale = [x for p in s.processes for x in p.stale_inputs]
+    if not stale:
+        return ""
+    out = [("<table class=grid id=recstale><caption>graphs reading memory their program freed</caption><tr>"
+            "<th>process<th>graph<th>reads<th>allocated at<th>freed at<th>memory taken by<th>replays</tr>")]
+    for x in stale:
+        j = x.to_json()
+        reused = j["reused_by"]
+        shape = "×".join(map(str, j["shape"])) + f" {j['dtype']}" if j["shape"] is not None else f"{j['bytes']} B"
+        freed = "alive, never written between replays" if j["kind"] == "stale" else _site(j["freed_at"])
+        out.append(f"<tr><td class=num>{_esc(x.pid if x.pid is not None else '?')}<td>{_esc(x.graph_label)}"
+                   f"<td>{_esc(j['input'])} ({_esc(shape)})<td>{_esc(_site(j['allocated_at']))}<td>{_esc(freed)}"
+                   f"<td>{_esc('-' if reused is None else reused['name'] + ' at ' + _site(reused['allocated_at']))}"
+                   f"<td class=num>{j['first_replay']}–{j['last_replay']}</tr>")
+    out.append("</table>")
     return "".join(out)
 
 

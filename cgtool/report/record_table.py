@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cgtool.artifacts.recording import Recording, RecordingTree
-from cgtool.inspect.record_summary import ProcessSummary, RecordSummary, summarize
+from cgtool.inspect.record_summary import ProcessSummary, RecordSummary, cannot_make_graphs, idle_kinds, summarize
 
 
 def _ms(v: Any) -> str:
@@ -59,32 +59,41 @@ def record_summary(con: Console, recs: RecordingTree | list[Recording]) -> None:
     else:
         tree = recs
     s = summarize(tree)
+    for f in s.findings:  # the answers first, then the tables they come from
+        _print(con, f"• {f}")
     _processes(con, s)
     for p in s.processes:
         if p.followed and p.graphs:
             _graphs(con, p, p.recording)
-    for f in s.findings:
-        _print(con, f"• {f}")
 
 
 def _processes(con: Console, s: RecordSummary) -> None:
     """The processes, one row each; helper commands (which make no CUDA graph) counted in the title
     and the findings, not listed (a torch.compile run starts dozens; the tree's index lists them)."""
     n_graphs = len(s.graphs)
-    shown = [p for p in s.processes if p.followed or not p.helper]
-    helpers = len(s.processes) - len(shown)
+    # helpers and processes that could not make a graph are counted (one line per kind in the
+    # findings), not listed: a torch.compile run starts dozens; the tree's index lists them
+    shown = [p for p in s.processes if (p.followed or not p.helper) and cannot_make_graphs(p) is None]
+    helpers = sum(1 for p in s.processes if not p.followed and p.helper)
+    idle = sum(idle_kinds(s).values())
     tab = Table(title=f"cgtool record: {n_graphs} graph(s) in {len(shown)} process(es)"
+                      + (f", {idle} that could not make one" if idle else "")
                       + (f" and {helpers} helper command(s)" if helpers else "") + "; program exit code "
                       f"{s.exit_code if s.exit_code is not None else '-'}", title_justify="left")
-    for col, j in (("pid", "right"), ("parent", "right"), ("rank", "right"), ("recorded", "left"),
-                   ("graphs", "right"), ("replays", "right"), ("exit", "right"), ("command", "left")):
-        tab.add_column(col, justify=j, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+    ranked = any(p.rank is not None for p in shown)
+    cols = [("pid", "right"), ("parent", "right"), *([("rank", "right")] if ranked else []), ("recorded", "left"),
+            ("graphs", "right"), ("replays", "right"), ("exit", "right"), ("command", "left")]
+    pid_w = max([3, *(len(str(p.pid)) for p in shown), *(len(str(p.parent)) for p in shown)])
+    for col, j in cols:  # the numbers keep their width; the command is cut to what is left
+        tab.add_column(col, justify=j, no_wrap=True, overflow="ellipsis",  # type: ignore[arg-type]
+                       min_width=(pid_w if col in ("pid", "parent") else len(col)) if col != "command" else 8)
+    room = max(12, con.width - sum(max(len(c), pid_w) + 3 for c, _ in cols[:-1]) - 4)
     for p in shown:
         tab.add_row("?" if p.pid is None else str(p.pid), str(p.parent if p.parent is not None else "-"),
-                    "-" if p.rank is None else str(p.rank),
+                    *(["-" if p.rank is None else str(p.rank)] if ranked else []),
                     ("yes" if not p.reason else "partly") if p.followed else "no",
                     str(len(p.graphs)) if p.followed else "?", str(p.replays) if p.followed else "?",
-                    "-" if p.exit_code is None else str(p.exit_code), _argv(p.argv))
+                    "-" if p.exit_code is None else str(p.exit_code), _argv(p.argv, min(48, room)))
     con.print(tab)
 
 
@@ -93,46 +102,51 @@ def _graphs(con: Console, p: ProcessSummary, rec: Recording | None) -> None:
              + f": {len(p.graphs)} graph(s)")
     tab = Table(title=title, title_justify="left")
     for col, j in (("graph", "left"), ("nodes", "right"), ("replays", "right"), ("cap/inst ms", "right"),
-                   ("pool", "left"), ("+MiB", "right"), ("captured at", "left")):
+                   ("pool", "left"), ("captured at", "left")):
         tab.add_column(col, justify=j, no_wrap=col != "captured at",  # type: ignore[arg-type]
                        overflow="fold" if col == "captured at" else "ellipsis")
     for site in p.sites:
         for g in site.graphs:
             tab.add_row(g.label.split(" ")[0] or f"#{g.seq}", str(g.nodes),
                         str(g.replays) + ("" if g.replays_complete else "+"),
-                        f"{_ms(g.capture_s)}/{_ms(g.instantiate_s)}", str(g.pool or "-"),
-                        _mib(g.reserved_during_capture), _where(g.site))
+                        f"{_ms(g.capture_s)}/{_ms(g.instantiate_s)}", str(g.pool or "-"), _where(g.site))
     con.print(tab)
     if rec is None:
         return
     idx = rec.index
     led = idx.ledger
-    if led is not None and led.pools:
-        parts = [f"pool {q.pool}: {_mib(q.bytes_reserved)} MiB, graphs {q.graphs}" for q in led.pools]
-        _print(con, "memory: " + "; ".join(parts) + f". Held by graph pools {_mib(led.bytes_held_by_graph_pools)}"
-               f" MiB of a {_mib(led.peak_bytes_reserved)} MiB peak reserved.")
+    if led is not None and led.pools:  # one figure per pool: what it held at exit (the graphs' captures are in it)
+        parts = [f"pool {q.pool} (graphs {_seqs(list(q.graphs))}): {_mib(q.bytes_reserved)} MiB" for q in led.pools]
+        _print(con, "memory at exit: " + "; ".join(parts) + f", of a {_mib(led.peak_bytes_reserved)} MiB "
+               "peak reserved.")
     comp = idx.compile
     skips = comp.cudagraph_skips
     if comp.graphs_from_compiled_code or skips:
         _print(con, f"torch.compile: {len(comp.graphs_from_compiled_code)} graph(s) from compiled "
                f"code; {len(skips)} cudagraph skip(s)" + "".join(
                    f"\n  {_first_line(s['reason'])} ({_where_site(s['site'])})" for s in skips[:10]))
-    cov = idx.coverage or {}
-    if cov.get("share_in_graphs") is not None:
-        _print(con, f"coverage: {100 * float(cov['share_in_graphs']):.1f}% of the run's GPU kernel time was inside "
-               f"graph replays ({int(cov.get('kernels_in_graphs') or 0)} kernels in graphs, "
-               f"{int(cov.get('kernels_outside_graphs') or 0)} outside; "
-               f"{_ms(int(cov.get('kernel_ns_in_graphs') or 0) / 1e9)} ms vs "
-               f"{_ms(int(cov.get('kernel_ns_outside_graphs') or 0) / 1e9)} ms)"
-               + (f"; {100 * float(cov['share_in_graphs_since_first_graph']):.1f}% from the first graph on "
-                  f"({int(cov.get('kernels_outside_graphs_since_first_graph') or 0)} kernels outside)"
-                  if cov.get("share_in_graphs_since_first_graph") is not None else "") + ".")
-    elif cov:
+    cov = idx.coverage
+    if cov is not None and cov.share_in_graphs is not None:
+        _print(con, f"coverage: {100 * cov.share_in_graphs:.1f}% of the run's GPU kernel time was inside "
+               f"graph replays ({cov.kernels_in_graphs} kernels in graphs, {cov.kernels_outside_graphs} outside; "
+               f"{_ms(cov.kernel_ns_in_graphs / 1e9)} ms vs {_ms(cov.kernel_ns_outside_graphs / 1e9)} ms)"
+               + (f"; {100 * cov.share_in_graphs_since_first_graph:.1f}% from the first graph on "
+                  f"({cov.kernels_outside_graphs_since_first_graph} kernels outside)"
+                  if cov.share_in_graphs_since_first_graph is not None else "") + ".")
+    elif cov is not None:
         _print(con, "coverage: no kernel ran.")
     if idx.trace:
         _print(con, f"trace: {rec.folder / idx.trace}")
     if idx.recorder_errors:
         _print(con, f"recorder errors: {idx.recorder_errors[:3]}")
+
+
+def _seqs(seqs: list[Any]) -> str:
+    """``#0-#4`` for a run of graph numbers, else ``#0, #2``."""
+    n = sorted(int(x) for x in seqs if isinstance(x, int))
+    if len(n) > 2 and n == list(range(n[0], n[-1] + 1)):
+        return f"#{n[0]}-#{n[-1]}"
+    return ", ".join(f"#{x}" for x in n) or "-"
 
 
 def _first_line(text: str) -> str:

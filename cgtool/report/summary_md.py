@@ -33,8 +33,11 @@ def deps_summary_md(results: dict[str, DepsResult], top: int = 5) -> str:
     top fake pairs of each, with the time ready work waited behind them per replay."""
     lines = ["### cgtool deps", "", "| trace | " + " | ".join(words.SUMMARY_COLUMNS) + " |",
              "|---|" + "---:|" * (len(words.SUMMARY_COLUMNS) - 1) + "---|"]
-    for name, r in results.items():
-        lines.append(f"| {_cell(name)} | " + " | ".join(_cell(c) for c in words.summary_cells(r.figures())) + " |")
+    for name, r in results.items():  # a trace of several graphs: a row per graph (no median across them)
+        rows = [(name, r.figures())] if len(r.graphs) <= 1 else [
+            (f"{name}: exec graph {gid}", r.figures(gid)) for gid in r.graphs]
+        for label, fig in rows:
+            lines.append(f"| {_cell(label)} | " + " | ".join(_cell(c) for c in words.summary_cells(fig)) + " |")
     for name, r in results.items():
         fakes = r.fakes()[:top]
         if fakes:

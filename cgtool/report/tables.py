@@ -218,8 +218,29 @@ def figures_table(title: str, f: Figures, extra: Sequence[tuple[str, str]] = ())
     return head
 
 
+def deps_graphs_table(r: DepsResult, names: Mapping[int, str] | None = None) -> Table:
+    """One row per graph of a trace of several: the figures ``topo --trace`` shows for each, the
+    graph named as topo, diff and report name it (``#n``)."""
+    shown = {}
+    for gid in r.graphs:
+        name = (names or {}).get(gid) or f"exec graph {gid}"
+        shown[gid] = name if "#" in name or name.startswith("exec") else f"{name} (exec graph {gid})"
+    heads = {n[:n.index("#")] if "#" in n else n for n in shown.values()}
+    common = heads.pop() if len(heads) == 1 and all("#" in n for n in shown.values()) else ""
+    where = f" of {common.rstrip(': ')}" if common else ""  # "process 556: " said once, in the title
+    tab = Table(title=f"per graph{where} (traced replays; per replay: median span, critical path, saving)",
+                title_justify="left")
+    for c in words.GRAPH_COLUMNS:
+        tab.add_column(c, justify="left" if c == "graph" else "right")
+    for gid in r.graphs:
+        name = shown[gid][len(common):]
+        tab.add_row(Text(name), *words.graph_cells(name, r.figures(gid))[1:])
+    return tab
+
+
 def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int, str] | None = None,
-                overhead: TracerOverhead | None = None) -> None:
+                overhead: TracerOverhead | None = None, names: Mapping[int, str] | None = None,
+                graphs: Sequence[Any] = ()) -> None:
     """The figures, the top fake dependencies (with the source lines of both ends when the exports
     record them: ``sources`` maps tools ids to labels), the waits inferred without channels and the
     per-lane counts. ``overhead``: what the tracer measured tracing to cost, shown with a note when
@@ -230,14 +251,28 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
     if overhead is not None:
         extra.append(("tracer overhead", f"{overhead.ratio:.2f}x per replay ({_fmt_us(overhead.untraced_replay_us)} "
                       f"untraced, {_fmt_us(overhead.traced_replay_us)} traced), {overhead.per_item_us:+.2f} µs per GPU item"))
-    show(con, figures_table("serializations in the trace", f, extra))
+    if len(r.graphs) > 1:  # a median or a critical path across different graphs is no graph's
+        head = Table(title="serializations in the trace (all graphs)", show_header=False, title_justify="left")
+        head.add_column("what", style="bold")
+        head.add_column("value")
+        for k, v in [*words.run_rows(f, len(r.graphs)), *extra]:
+            head.add_row(k, Text(v))
+        show(con, head)
+        show(con, deps_graphs_table(r, names), cut=("graph",))
+    else:
+        show(con, figures_table("serializations in the trace", f, extra))
     fakes = r.fakes()[:top]
     if fakes:
         n_pairs = sum(1 for x in r.findings if x.kind is DepKind.FAKE)
         title = (f"top fake dependencies (of {n_pairs})" if r.lane is Lane.CHANNEL else
                  f"fake dependencies on single streams (of {n_pairs}; across streams they are not visible)")
         tab = Table(title=title, title_justify="left")
+        from cgtool.inspect.between import ran_between
+
+        between = {(x.graph_id, x.before, x.after): ran_between(r, graphs, x) for x in fakes} if graphs else {}
         cols = ["before", "after", r.lane.value, "count", "gap", "waited", "saving"]
+        if between:
+            cols.insert(2, "ran in gap")
         if r.match is not MatchKind.EXACT:
             cols.append("inferred")  # how sure: unique, invariant or undecided (certainty in --json)
         for col in cols:
@@ -247,10 +282,23 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
             row: list[str | Text] = [Text(_at(x.before, x.before_name, src)), Text(_at(x.after, x.after_name, src)),
                                      lane, str(x.count), _fmt_us(x.gap_us), _fmt_us(x.wait_us / x.count if x.count else 0.0),
                                      "-" if x.saving_us is None else _fmt_us(x.saving_us)]
+            if between:
+                ids = between.get((x.graph_id, x.before, x.after))
+                row.insert(2, "-" if ids is None else " ".join(f"#{i}" for i in ids[:3])
+                           + (f" +{len(ids) - 3}" if len(ids) > 3 else "") or "nothing")
             if r.match is not MatchKind.EXACT:
                 row.append(x.certainty.replace("inferred-", ""))
             tab.add_row(*row)
         show(con, tab, cut=("before", "after"), optional=(r.lane.value,))
+        legend = words.FAKE_TABLE_LEGEND.format(lane=r.lane.value)
+        top_ids = between.get((fakes[0].graph_id, fakes[0].before, fakes[0].after)) if between else None
+        if top_ids:
+            x = fakes[0]
+            legend += (f" In the first row, #{x.after & 0xFFFFFFFF} did not start when #{x.before & 0xFFFFFFFF} "
+                       f"ended: {', '.join(f'#{i}' for i in top_ids[:5])}"
+                       f"{f' and {len(top_ids) - 5} more' if len(top_ids) > 5 else ''} ran on the {r.lane.value} "
+                       "in the gap.")
+        con.print(legend, markup=False, highlight=False)
     if r.inferred_waits:
         tab = Table(title="waits behind unrelated work (inferred from timing; per occurrence)", title_justify="left")
         for col in ("waited", "behind", "count", "mean wait", "saving", "certainty"):
@@ -280,7 +328,11 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
         con.print(f"suggestion: {sgt}", markup=False, highlight=False)
 
 
-def diff_table(con: Console, d: GraphDiff) -> None:
+def diff_table(con: Console, d: GraphDiff, a: str | None = None, b: str | None = None) -> None:
+    """The diff's rows; ``a`` and ``b`` (the inputs as given) are named above the table."""
+    for word, name in (("A", a), ("B", b)):
+        if name is not None:
+            con.print(Text(f"{word}: {name}"), soft_wrap=True)
     tab = Table(title="diff A → B", title_justify="left")
     for c in ("section", "key", "A", "B", "change"):
         tab.add_column(c)
@@ -427,13 +479,15 @@ def deps_ranks_table(results: Mapping[int, DepsResult]) -> Table:
 
 def compare_report(con: Console, c: dict[str, Any]) -> None:
     """Two traces of one graph, judged by measured span per replay."""
+    for k, word in (("a", "first"), ("b", "second")):  # named above the table: a path keeps to its line
+        con.print(Text(f"{word}: {c[k].get('trace', k)}"), soft_wrap=True)
     tab = Table(title="compare: measured span per replay", title_justify="left")
     for col in ("trace", "replays", "median span", "IQR", "fake", "estimated saving"):
         tab.add_column(col, justify="left" if col == "trace" else "right")
-    for k in ("a", "b"):
+    for k, word in (("a", "first"), ("b", "second")):
         x = c[k]
         fk = x.get("fake")
-        tab.add_row(Text(str(x.get("trace", k))), str(x["replays"]), _fmt_us(x["median_us"]),
+        tab.add_row(word, str(x["replays"]), _fmt_us(x["median_us"]),
                     _fmt_us(x["iqr_us"]), "not visible (no channels)" if fk is None else str(fk),
                     _fmt_us(x.get("estimated_saving_us")))
     show(con, tab)

@@ -38,8 +38,22 @@ def fake(f: Figures) -> str:
         return "not visible without hardware channels" + extra
     if not f.fake:
         return "0 (no independent work was serialized on a hardware channel)"
-    return (f"{f.fake} ({plural(f.fake_pairs or 0, 'distinct pair')}, {f.fake_per_replay:.1f} per replay); "
-            f"ready work waited {us(f.fake_wait_us)} per replay behind them (a wait, not a loss)")
+    s = (f"{f.fake} ({plural(f.fake_pairs or 0, 'distinct pair')}, {f.fake_per_replay:.1f} per replay); "
+         f"the items behind them waited {us(f.fake_wait_us)} per replay in all, each from its ready time to "
+         "its start (a wait, not a loss)")
+    if f.fake_wait_us is not None and f.span_median_us is not None and f.fake_wait_us > f.span_median_us:
+        s += (f"; more than the {us(f.span_median_us)} span because several items waited at the same time, "
+              "each counted")
+    return s
+
+
+#: Under the table of fake dependencies: what each column is measured from.
+FAKE_TABLE_LEGEND = (
+    "after started once before had ended, no item starting on the {lane} between them; a {lane} runs several "
+    "items at once, so items that started earlier may still have run in the gap (shown where known): after "
+    "started when the {lane} had room, not when before ended. gap: before's end to after's start, mean. waited: "
+    "after's ready time (the end of its last graph predecessor, or its replay's first start) to its start, per "
+    "occurrence. saving: per replay, estimated.")
 
 
 def waits(f: Figures) -> str:
@@ -88,6 +102,7 @@ def match(f: Figures) -> str:
 
 
 def replays(f: Figures) -> str:
+    """The replays the trace holds (``traced replays``: a trace may cover only some of a program's)."""
     s = f"{f.replays} of exec graph {', '.join(map(str, f.graphs))}"
     if f.incomplete_replays:
         s += f"; {f.incomplete_replays} more left out (events missing)"
@@ -96,7 +111,34 @@ def replays(f: Figures) -> str:
 
 def timing_rows(f: Figures) -> list[tuple[str, str]]:
     """The rows every command shows for a traced graph: replays, span, critical path."""
-    return [("replays", replays(f)), ("span", span(f)), ("critical path", critical_path(f))]
+    return [("traced replays", replays(f)), ("span", span(f)), ("critical path", critical_path(f))]
+
+
+def run_rows(f: Figures, n_graphs: int) -> list[tuple[str, str]]:
+    """The rows of a trace of several graphs taken together: only what adds up over graphs (counts),
+    never a median or a critical path across different graphs (those are per graph, below)."""
+    rows = [("traced replays", f"{f.replays} of {n_graphs} graphs (per graph below)")]
+    if f.incomplete_replays:
+        rows[0] = (rows[0][0], rows[0][1] + f"; {f.incomplete_replays} more left out (events missing)")
+    rows.append(("true dependencies", f"{f.true} ({plural(f.true_pairs, 'distinct pair')})"))
+    rows.append(("fake dependencies", "not visible without hardware channels" if f.fake is None else
+                 f"{f.fake} ({plural(f.fake_pairs or 0, 'distinct pair')})" if f.fake else
+                 "0 (no independent work was serialized on a hardware channel)"))
+    if f.lane is Lane.STREAM:
+        rows.append(("waits behind unrelated work", "none found in the timing" if not f.waits else
+                     f"{f.waits} ({plural(f.waits_pairs or 0, 'distinct pair')}), inferred from timing"))
+    rows.append(("lanes", lanes(f)))
+    rows.append(("match", match(f)))
+    return rows
+
+
+#: The per-graph table of a trace of several graphs: the same figures topo --trace shows per graph.
+GRAPH_COLUMNS = ("graph", "replays", "median span", "critical path", "true", "fake", "saving")
+
+
+def graph_cells(name: str, f: Figures) -> list[str]:
+    return [name, str(f.replays), us(f.span_median_us), us(f.critical_path_us), str(f.true),
+            "-" if f.fake is None else str(f.fake), us(f.saving_us)]
 
 
 def figure_rows(f: Figures) -> list[tuple[str, str]]:

@@ -60,7 +60,8 @@ echo "===== bench.sh, $(date -u +%FT%TZ), ${GPU:-no GPU seen by nvidia-smi}, tor
 if [ $DRY = 1 ]; then
   step tests 60 python3 -m pytest -q --collect-only tests/gpu/test_bench_gpu.py -p no:cacheprovider
   step probe 30 python3 benchmarks/probe_capture_state.py --budget 70 --dry-run
-  step ratio 30 python3 benchmarks/bench_vs_plain.py --rounds 2 --blocks 10 --recaptures 3 --budget 115 --dry-run
+  step ratio 30 python3 benchmarks/bench_vs_plain.py --rounds 2 --blocks 10 --recaptures 3 --budget 115 --dry-run \
+    --workloads chain,gpt2_decode,transformer_block,one_kernel
 else
   step tests 90 python3 -m pytest -q -rA -m gpu tests/gpu/test_bench_gpu.py -p no:cacheprovider \
     --junitxml "$DATA/bench_gpu_tests.xml"
@@ -70,7 +71,8 @@ else
   [ "$left" -gt 170 ] && left=170
   [ "$left" -lt 20 ] && left=20
   step ratio "$left" python3 benchmarks/bench_vs_plain.py --rounds 2 --blocks 10 --recaptures 3 \
-    --budget $((left - 10)) --json "$DATA/bench_vs_plain_h100.json"
+    --workloads chain,gpt2_decode,transformer_block,one_kernel --budget $((left - 10)) \
+    --json "$DATA/bench_vs_plain_h100.json"
 fi
 
 echo

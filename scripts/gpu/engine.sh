@@ -5,6 +5,9 @@
 #
 #   bash scripts/gpu/engine.sh OUTDIR
 #
+# Random call sequences on the engine and on torch alone, with deaths, hangs and leaks counted, are
+# a separate call: bash scripts/gpu/engine_states.sh OUTDIR (docs/engine.md).
+#
 # Estimated run time on the H100 (torch 2.11): about 3 minutes -- extensions ~15 s, PyTorch's tests
 # ~100 s (3 files x 2 modes), the engine's GPU tests ~60 s. Each PyTorch test file is cut off after
 # 90 s per mode, the engine's GPU tests after 180 s.

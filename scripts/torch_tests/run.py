@@ -208,8 +208,71 @@ def file_status(upstream: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def run_mode(mode: str, files: list[str], upstream: Path, out: Path, timeout: int) -> dict[str, dict[str, str]]:
-    """One pytest process per test file with the shim in ``mode``; outcome and message per test id."""
+def read_outcomes(path: Path, died: str) -> dict[str, dict[str, str]]:
+    """Outcome per test from the plugin's per-test lines; a test that started and never ended is
+    ``died`` (``died`` says how the process ended), and so recorded."""
+    results: dict[str, dict[str, str]] = {}
+    running: str | None = None
+    if not path.exists():
+        return results
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        if rec["event"] == "start":
+            running = rec["test"]
+            continue
+        prev = results.get(rec["test"])
+        if prev is None or prev["outcome"] == "passed" or rec["outcome"] in FAILING:
+            results[rec["test"]] = {"outcome": rec["outcome"], "message": rec["message"]}
+        if rec["when"] == "teardown" or rec["outcome"] != "passed":
+            running = None if rec["when"] == "teardown" else running
+    if running is not None and died:
+        results[running] = {"outcome": "died", "message": f"the pytest process ended during this test: {died}"}
+    return results
+
+
+def _pytest(mode: str, target: str, upstream: Path, out: Path, tag: str, env: dict[str, str],
+            timeout: int) -> tuple[dict[str, dict[str, str]], str]:
+    """One pytest process over ``target`` (a file, or one test id); its outcomes and how it ended."""
+    xml = out / f"{mode}-{tag}.xml"
+    outcomes = Path(env["CGTOOL_SELECT"] + "." + target.split("::")[0] + ".outcomes")
+    outcomes.unlink(missing_ok=True)
+    cmd = [
+        sys.executable, "-m", "pytest", str(upstream / target), "-q", "-p", "cgtool_select",
+        "-p", "no:cacheprovider", "-c", str(HERE / "shim" / "pytest.ini"), "--rootdir", str(upstream),
+        f"--junitxml={xml}", "-W", "default",
+    ]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=upstream, capture_output=True, text=True, timeout=timeout)
+        log = proc.stdout + proc.stderr
+        rc = proc.returncode
+        ended = f"killed by signal {-rc}" if rc < 0 else ("" if rc in (0, 1, 5) else f"exit status {rc}")
+    except subprocess.TimeoutExpired as e:
+        log = f"TIMEOUT after {timeout}s\n{e.stdout or ''}{e.stderr or ''}"
+        ended = f"timed out after {timeout} s"
+    (out / f"{mode}-{tag}.log").write_text(log)
+    results = read_outcomes(outcomes, ended)
+    if outcomes.exists():
+        outcomes.rename(out / f"{mode}-{tag}.outcomes")
+    if xml.exists():
+        for case in ET.parse(xml).getroot().iter("testcase"):
+            cls = case.get("classname", "").split(".")
+            key = f"{cls[-2]}.py::{cls[-1]}::{case.get('name')}" if len(cls) >= 2 else str(case.get("name"))
+            results[key] = {"outcome": _outcome(case), "message": _message(case)}
+    print(f"[{mode}] {tag}: {time.perf_counter() - t0:.1f}s" + (f", the process {ended}" if ended else "")
+          + f", log tail: {log.strip().splitlines()[-1:]}")
+    return results, ended
+
+
+def run_mode(mode: str, files: list[str], upstream: Path, out: Path, timeout: int,
+             isolation: str = "file") -> dict[str, dict[str, str]]:
+    """PyTorch's tests with the shim in ``mode``; outcome and message per test id.
+
+    ``isolation`` "file": one pytest process per test file, every selected test of the file in it
+    (the run that counts: state left behind by one test meets the next, as in a user's process).
+    "test": one process per selected test (a first pass collects them), to tell which failures
+    come only from sharing a process.
+    """
     results: dict[str, dict[str, str]] = {}
     sel = out / f"select-{mode}.json"
     sel.write_text(json.dumps({"ids": sorted(TESTS), "whole": WHOLE, "patterns": PATTERNS}))
@@ -223,30 +286,20 @@ def run_mode(mode: str, files: list[str], upstream: Path, out: Path, timeout: in
         "PYTHONUNBUFFERED": "1",
     }
     for fname in files:
-        xml = out / f"{mode}-{fname}.xml"
-        cmd = [
-            sys.executable, "-m", "pytest", str(upstream / fname), "-q", "-p", "cgtool_select",
-            "-p", "no:cacheprovider", "-c", str(HERE / "shim" / "pytest.ini"), "--rootdir", str(upstream),
-            f"--junitxml={xml}", "-W", "default",
-        ]
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, env=env, cwd=upstream, capture_output=True, text=True, timeout=timeout)
-            log = proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as e:
-            log = f"TIMEOUT after {timeout}s\n{e.stdout or ''}{e.stderr or ''}"
-        (out / f"{mode}-{fname}.log").write_text(log)
-        print(f"[{mode}] {fname}: {time.perf_counter() - t0:.1f}s, log tail: {log.strip().splitlines()[-1:]}")
-        if xml.exists():
-            for case in ET.parse(xml).getroot().iter("testcase"):
-                cls = case.get("classname", "").split(".")
-                key = f"{cls[-2]}.py::{cls[-1]}::{case.get('name')}" if len(cls) >= 2 else str(case.get("name"))
-                results[key] = {"outcome": _outcome(case), "message": _message(case)}
+        if isolation == "file":
+            results.update(_pytest(mode, fname, upstream, out, fname, env, timeout)[0])
+            continue
+        subprocess.run([sys.executable, "-m", "pytest", str(upstream / fname), "-q", "--collect-only",
+                        "-p", "cgtool_select", "-p", "no:cacheprovider", "-c", str(HERE / "shim" / "pytest.ini"),
+                        "--rootdir", str(upstream)], env=env, cwd=upstream, capture_output=True, timeout=timeout)
+        selected = Path(f"{sel}.{fname}.selected")
+        for i, test in enumerate(json.loads(selected.read_text()) if selected.exists() else []):
+            results.update(_pytest(mode, test, upstream, out, f"{fname}.{i}", env, timeout)[0])
     return results
 
 
-OUTCOMES = ("passed", "failed", "error", "skipped", "xfail", "not run")
-FAILING = ("failed", "error")
+OUTCOMES = ("passed", "failed", "error", "died", "skipped", "xfail", "not run")
+FAILING = ("failed", "error", "died")
 
 
 def summarize(res: dict[str, dict[str, dict[str, str]]], modes: list[str], env: dict[str, Any],
@@ -280,7 +333,9 @@ def render(summary: dict[str, Any]) -> str:
     """The results section of RESULTS.md, from a summary.json."""
     env, modes = summary["environment"], summary["modes"]
     lines = [
-        f"torch {env['torch']} (CUDA {env['cuda']}) on {env['device']}; modes: {', '.join(modes)}.",
+        f"torch {env['torch']} (CUDA {env['cuda']}) on {env['device']}; modes: {', '.join(modes)}; "
+        + {"file": "each test file's tests in one pytest process.",
+           "test": "each test in its own pytest process (not the run that counts)."}[env.get("isolation", "file")],
         "",
         "Test files:",
         "",
@@ -296,15 +351,17 @@ def render(summary: dict[str, Any]) -> str:
         else:
             pinned = "the pinned copy" if st["is_pinned_copy"] else "**not** the pinned copy"
         lines.append(f"| `{fname}` | `{st['sha256'][:12]}` | {pinned} |")
-    lines += ["", "| mode | category | passed | failed | error | skipped | not run |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "| mode | category | passed | failed | error | died | skipped | not run |",
+              "|---|---|---|---|---|---|---|---|"]
     for m in modes:
         for cat in (SEED, BEYOND):
             c = summary["counts"][m][cat]
             ran = sum(c[o] for o in OUTCOMES if o != "not run")
             lines.append(f"| {m} | {cat} | {c['passed']}/{ran} | {c['failed']} | {c['error']} | "
-                         f"{c['skipped'] + c['xfail']} | {c['not run']} |")
-    lines += ["", "(not run: listed ids that the revision at hand lacks -- tests are renamed between revisions -- "
-              "or whose file is missing.)"]
+                         f"{c.get('died', 0)} | {c['skipped'] + c['xfail']} | {c['not run']} |")
+    lines += ["", "(died: the pytest process ended during the test, e.g. an abort; the tests after it in that "
+              "file did not run. not run: listed ids that the revision at hand lacks -- tests are renamed "
+              "between revisions -- or whose file is missing, or that a death kept from running.)"]
     ran_rows = [r for r in summary["tests"] if any(r[m]["outcome"] != "not run" for m in modes)]
     differ = [r for r in ran_rows if len({r[m]["outcome"] for m in modes}) > 1]
     lines += ["", f"Tests whose outcome differs between {' and '.join(modes)} ({len(differ)} of {len(ran_rows)} that ran):", ""]
@@ -343,6 +400,9 @@ def main() -> int:
     ap.add_argument("--upstream", type=Path, default=HERE / "upstream")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per test file and mode")
     ap.add_argument("--modes", default="torch,engine")
+    ap.add_argument("--isolation", choices=("file", "test"), default="file",
+                    help="file: each file's tests in one pytest process (the run that counts); "
+                    "test: one process per test")
     ap.add_argument("--render", type=Path, metavar="SUMMARY_JSON",
                     help="no run: rewrite the results section of --results from this summary.json")
     ap.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
@@ -365,9 +425,11 @@ def main() -> int:
     import torch
 
     env = {"torch": torch.__version__, "cuda": torch.version.cuda,
-           "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+           "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+           "isolation": args.isolation}
     modes = args.modes.split(",")
-    res = {m: run_mode(m, present, args.upstream.resolve(), args.out.resolve(), args.timeout) for m in modes}
+    res = {m: run_mode(m, present, args.upstream.resolve(), args.out.resolve(), args.timeout, args.isolation)
+           for m in modes}
     summary = summarize(res, modes, env, files)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     text = render(summary)

@@ -86,20 +86,20 @@ FAILED_CAPTURE = textwrap.dedent(
 
 
 def test_failed_capture_pool_is_released_on_reset():
-    """32 MiB allocated inside a capture that fails stay reserved until reset() gives the pool back."""
+    """32 MiB allocated inside a capture: given back when the capture fails (invalidated), or by
+    reset() after a body that raised (the capture itself ended cleanly and holds its pool)."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     r = subprocess.run([sys.executable, "-c", FAILED_CAPTURE], capture_output=True, text=True, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    for how in ("invalidated", "python_error"):
-        m = out[how]
-        assert m["held_before_reset"] >= m["before"] + (32 << 20), (how, m)  # the pool held the block
-        assert m["after_reset"] < m["before"] + (32 << 20), (how, m)  # reset() gave the pool back
-    # A capture that ended cleanly leaves nothing behind. After an invalidated capture one 2 MiB
-    # segment of the default pool stays reserved, free (H100, torch 2.11): not the capture's pool.
-    # torch 2.11 alone keeps that segment (1 KiB still allocated) and the 32 MiB pool as well.
-    assert out["python_error"]["after_reset"] == out["python_error"]["before"], out
-    assert out["invalidated"]["after_reset"] <= out["invalidated"]["before"] + (2 << 20), out
+    m = out["python_error"]
+    assert m["held_before_reset"] >= m["before"] + (32 << 20), m  # the ended capture holds its pool
+    assert m["after_reset"] == m["before"], m  # reset() gave it back
+    # The invalidated capture: its pool was given back and its routing ended when capture_end
+    # raised, so empty_cache() frees the block at once. torch 2.11 alone keeps the 32 MiB pool and
+    # a 2 MiB segment (1 KiB allocated) after reset() and empty_cache().
+    m = out["invalidated"]
+    assert m["held_before_reset"] == m["before"] and m["after_reset"] == m["before"], m
     # torch 2.11 raises torch.AcceleratorError, a RuntimeError, for the sync inside the capture
     assert out["invalidated_error"] == "RuntimeError" and out["python_error_error"] == "ValueError"
 

@@ -363,7 +363,9 @@ class Site:
             "function": self.function,
             "call": self.call,
             "op": self.op,
-            "module": self.module,
+            # the nn.Module class on the stack; for compiled code (no module on the stack) the module
+            # path its label shows (``model.layers.0.self_attn.q_proj``)
+            "module": self.module or next((m["module_path"] for m in self.model if m.get("module_path")), None),
             "record_function": self.record_function,
             "backward": self.backward,
             "generated": self.generated,

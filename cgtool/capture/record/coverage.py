@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from cgtool.artifacts.recording import KernelCoverage
+
 #: The activity buffer CUPTI asks for (bytes): large enough that a serving loop flushes rarely.
 BUFFER_BYTES = 8 * 1024 * 1024
 
@@ -107,23 +109,23 @@ class Coverage:
         self.eager_after_ns += after_ns
         self.eager_after_kernels += after_n
 
-    def summary(self, known_exec_ids: set[int]) -> dict[str, Any]:
+    def summary(self, known_exec_ids: set[int]) -> KernelCoverage:
         """Kernel time inside graph replays against all kernel time (summed durations, ns)."""
         graph_ns = sum(self.graph_ns.values())
         total = graph_ns + self.eager_ns
         since = graph_ns + self.eager_after_ns
-        return {
-            "kernel_ns_in_graphs": graph_ns,
-            "kernel_ns_outside_graphs": self.eager_ns,
-            "kernels_in_graphs": sum(self.graph_kernels.values()),
-            "kernels_outside_graphs": self.eager_kernels,
-            "share_in_graphs": graph_ns / total if total else None,
+        return KernelCoverage(
+            kernel_ns_in_graphs=graph_ns,
+            kernel_ns_outside_graphs=self.eager_ns,
+            kernels_in_graphs=sum(self.graph_kernels.values()),
+            kernels_outside_graphs=self.eager_kernels,
+            share_in_graphs=graph_ns / total if total else None,
             # warm-up, compilation and autotuning run before the first graph: the steady state after it
-            "kernel_ns_outside_graphs_since_first_graph": self.eager_after_ns,
-            "kernels_outside_graphs_since_first_graph": self.eager_after_kernels,
-            "share_in_graphs_since_first_graph": graph_ns / since if since and self.first_graph() is not None
+            kernel_ns_outside_graphs_since_first_graph=self.eager_after_ns,
+            kernels_outside_graphs_since_first_graph=self.eager_after_kernels,
+            share_in_graphs_since_first_graph=graph_ns / since if since and self.first_graph() is not None
             else None,
-            "kernel_ns_of_unrecorded_graphs": sum(v for k, v in self.graph_ns.items() if k not in known_exec_ids),
-            "note": "summed durations of CUPTI kernel records over the whole run (kernels on concurrent streams "
-                    "are counted in full each); memcpy and memset work is not included",
-        }
+            kernel_ns_of_unrecorded_graphs=sum(v for k, v in self.graph_ns.items() if k not in known_exec_ids),
+            note="summed durations of CUPTI kernel records over the whole run (kernels on concurrent streams "
+                 "are counted in full each); memcpy and memset work is not included",
+        )

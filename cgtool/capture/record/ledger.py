@@ -12,7 +12,10 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from cgtool.artifacts.recording import GraphEntry, GraphMemory, MemoryLedger, PoolBytes, TracedLaunch as LaunchEntry
+import msgspec
+
+from cgtool.artifacts.recording import (GraphEntry, GraphInputs, GraphMemory, InputChecks, MemoryLedger, PoolBytes,
+                                        TracedLaunch as LaunchEntry)
 from cgtool.capture.record import attribution
 
 if TYPE_CHECKING:
@@ -64,7 +67,8 @@ def _launch_site(t: TracedLaunch) -> str | None:
     return site  # type: ignore[return-value]
 
 
-def graph_entry(r: GraphRecord, replays: int, coverage: Any = None) -> GraphEntry:
+def graph_entry(r: GraphRecord, replays: int, coverage: Any = None, inputs: Any = None) -> GraphEntry:
+    """``inputs``: the process's ``inputs.InputWatch`` (``--check-inputs``), or None."""
     return GraphEntry(
         label=r.label, file=r.file, exec_graph_id=r.exec_graph_id,
         template_graph_id=r.template_graph_id, nodes=r.nodes, captured_at=r.captured_at,
@@ -80,4 +84,22 @@ def graph_entry(r: GraphRecord, replays: int, coverage: Any = None) -> GraphEntr
                          for t in r.traced],
         kernel_ns=coverage.graph_ns.get(r.exec_graph_id, 0) if coverage is not None else None,
         kernels=coverage.graph_kernels.get(r.exec_graph_id, 0) if coverage is not None else None,
+        inputs=_graph_inputs(inputs, r.seq, replays) if inputs is not None else None,
     )
+
+
+def _graph_inputs(inputs: Any, seq: int, replays: int) -> GraphInputs:
+    try:
+        return msgspec.convert(inputs.entry(seq, replays), GraphInputs)
+    except Exception as e:  # never lose the index over the checks
+        return GraphInputs(checked=False, why_not=f"recorder error: {type(e).__name__}: {e}")
+
+
+def input_checks(inputs: Any) -> InputChecks | None:
+    """The process's ``input_checks`` (None without ``--check-inputs``)."""
+    if inputs is None:
+        return None
+    try:
+        return msgspec.convert(inputs.process_entry(), InputChecks)
+    except Exception as e:
+        return InputChecks(errors=[f"recorder error: {type(e).__name__}: {e}"])

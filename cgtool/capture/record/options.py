@@ -45,12 +45,14 @@ class RecordOptions:
     follow: bool = True  # record every descendant Python process too (the library API may turn it off)
     subscriber: Subscriber = "auto"  # how CUPTI calls back (SUBSCRIBER_ENV)
     writer_quiet_s: float = 0.25  # the writer waits this long after the last capture before writing
+    json_out: Optional[Path] = None  # the summary's answers as JSON (`-`: standard output)
+    check_inputs: int = 100  # check the graphs' inputs before every N-th replay of the process (0: off)
     index_refresh_s: float = 1.0  # replay counts refreshed in the process's index.json this often (0: at the end)
     hang_after: Optional[int] = None  # seconds without a graph captured or launched before a process's stacks are written
 
     def __post_init__(self) -> None:
-        if self.trace_replays < 0 or self.trace_skip < 0:
-            raise ValueError("trace_replays and trace_skip are counts (>= 0)")
+        if self.trace_replays < 0 or self.trace_skip < 0 or self.check_inputs < 0:
+            raise ValueError("trace_replays, trace_skip and check_inputs are counts (>= 0)")
         if self.hang_after is not None and self.hang_after < 1:
             raise ValueError("hang_after is at least 1 second")
         if self.nproc_per_node < 1:
@@ -89,6 +91,7 @@ class RecordOptions:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["out"] = str(self.out)
+        d["json_out"] = None if self.json_out is None else str(self.json_out)
         return d
 
     @classmethod
@@ -129,6 +132,13 @@ CLI: tuple[CliOption, ...] = (
               "Write the Python stacks of every process that made no progress (no graph captured, instantiated or "
               "launched) for S seconds into its stacks.txt, without stopping it; the summary says where each "
               "stood."),
+    CliOption(("--check-inputs",), "check_inputs", "int>=0",
+              "Check that the memory each graph reads is still the tensor it was captured with (not freed, not "
+              "reused): before each graph's first two replays, before every N-th replay of the process, and at "
+              "the end. 0 turns the checks (and torch's allocator history they use) off."),
+    CliOption(("--json",), "json_out", "path",
+              "Also write the summary's answers as JSON (`-`: standard output): its findings, and each graph that "
+              "read memory its program freed."),
     CliOption(("--nproc-per-node",), "nproc_per_node", "int>=1",
               "Start the program through torchrun with N ranks (the same as `-- torchrun --nproc-per-node N "
               "prog.py`)."),

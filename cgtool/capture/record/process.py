@@ -175,14 +175,35 @@ def _after_fork_child() -> None:
         info.parent = parent
         if _cuda_at_fork.get("initialised"):
             info.cuda_note = {
-                "usable": False,
+                "usable": False, "tried": False,
                 "reason": f"forked from process {parent} after it had initialised CUDA: CUDA cannot be used in this "
                           "process (torch raises \"Cannot re-initialize CUDA in forked subprocess\"); use the "
                           "spawn or forkserver start method for workers that use the GPU"}
+            _note_cuda_tries(info.cuda_note)
         root = Path(rec.out_dir).parent
         rec.after_fork_child(str(folder_for(root, os.getpid())), info)
     except Exception:  # never break the child: it runs unrecorded
         pass
+
+
+def _note_cuda_tries(note: dict[str, Any]) -> None:
+    """Mark ``note["tried"]`` when this forked process calls torch's CUDA initialisation (which
+    raises here): the advice to use spawn is given only to processes that tried to use the GPU."""
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    real = getattr(cuda, "_lazy_init", None)
+    if real is None or getattr(real, "_cgtool", False):
+        return
+
+    def _lazy_init() -> Any:
+        if not note.get("tried"):
+            note["tried"] = True
+            rec = current
+            if rec is not None and rec.writer is not None:
+                rec.writer.mark_dirty()
+        return real()
+
+    _lazy_init._cgtool = True  # type: ignore[attr-defined]
+    setattr(cuda, "_lazy_init", _lazy_init)
 
 
 # ---------------------------------------------------------------------- children it starts
@@ -322,7 +343,16 @@ def _cgtool_record():
     start_from_environment(_t)
 
 
-if _os.environ.get("{PROCESS_ENV}"):
+def _makes_no_graphs():
+    # torch.compile's compile workers (and the pool they fork) cannot make a CUDA graph: they start
+    # no recorder (read from the command line, before anything is imported; the tree still names
+    # them, as helpers). artifacts.recording.helper_command says the same of finished recordings.
+    _a = [str(_x).replace(chr(92), "/") for _x in (getattr(_sys, "orig_argv", None) or _sys.argv)[:4]]
+    return (any(_x.endswith("torch/_inductor/compile_worker/__main__.py") for _x in _a)
+            or "torch._inductor.compile_worker" in _a)
+
+
+if _os.environ.get("{PROCESS_ENV}") and not _makes_no_graphs():
     try:
         _cgtool_record()
     except Exception as _e:  # the program runs unrecorded; the tree lists it as not followed

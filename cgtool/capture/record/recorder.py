@@ -26,7 +26,8 @@ from typing import Any
 from cgtool.capture.record import attribution
 from cgtool.capture.record.coverage import Coverage
 from cgtool.artifacts.recording import PROCESS_SCHEMA, CompileNotes, MemoryLedger, ProcessIndex, write_atomic
-from cgtool.capture.record.ledger import graph_entry, ledger
+from cgtool.capture.record.inputs import InputWatch
+from cgtool.capture.record.ledger import graph_entry, input_checks, ledger
 from cgtool.capture.record.options import RecordOptions
 from cgtool.capture.record.stops import Stops
 from cgtool.capture.record.subscription import RecordSetupError, Subscription
@@ -75,8 +76,12 @@ class Recorder:
         o = self.options
         self.sub = Subscription(how=o.subscriber, kernel_activity=o.kernel_activity, tracing=o.trace_replays > 0)
         self.writer: Writer | None = None
+        self.inputs = InputWatch(o.check_inputs) if o.check_inputs > 0 else None
         self.tracker = GraphTracker(self.sub, trace_replays=o.trace_replays, trace_skip=o.trace_skip,
-                                    sink=self._submit)
+                                    sink=self._submit, inputs=self.inputs)
+        if self.inputs is not None:
+            tracker = self.tracker
+            self.inputs.capturing = lambda: bool(tracker.captures)
         self.coverage: Coverage | None = None
         self.skips: list[dict[str, Any]] = []
         self.suspensions: list[dict[str, Any]] = []
@@ -121,6 +126,8 @@ class Recorder:
 
         inductor.track_compiled_code()
         profiler.watch(self)
+        if self.inputs is not None:
+            self.inputs.install()
         if "torch" in sys.modules:
             self._after_torch(sys.modules["torch"])
         else:
@@ -209,6 +216,8 @@ class Recorder:
             out += self.writer.errors
         if self.coverage is not None:
             out += self.coverage.errors
+        if self.inputs is not None:
+            out += [f"input checks: {e}" for e in self.inputs.errors]
         return out
 
     # ------------------------------------------------------------------ suspension
@@ -256,6 +265,8 @@ class Recorder:
             self.sub.nodecb.after_fork_child(threading.get_ident())
         self.sub.forked = True
         self.tracker.reset_after_fork()
+        if self.inputs is not None:
+            self.inputs.reset_after_fork()
         # CUPTI's activity buffers are the parent's: the child's kernel activity is not reported
         self.coverage = None
         self.skips, self.suspensions, self.exit_note = [], [], None
@@ -290,6 +301,8 @@ class Recorder:
             self.exit_note = {"how": how, "code": exit_code}
         t0 = time.perf_counter()
         self.timeline["program_end"] = time.time()
+        if self.inputs is not None:
+            self.inputs.finish()  # before CUPTI goes: the last allocator events since the last check
         if self.coverage is not None:
             self.coverage.stop()
         self.sub.close()
@@ -337,7 +350,7 @@ def index_document(rec: Recorder, *, finished: bool, exit_code: int | None = Non
         recs = [r for r in tracker.graphs if r.written]
         counts = tracker.all_launches()
     cov = rec.coverage if rec.coverage is not None and finished else None
-    graphs = [graph_entry(r, tracker.replays_of(r, counts), cov) for r in recs]
+    graphs = [graph_entry(r, tracker.replays_of(r, counts), cov, rec.inputs) for r in recs]
     stats = dict(tracker.cb_stats)
     c_stats, c_errs = rec.sub.compiled_stats()
     for key, (calls, ns) in c_stats.items():  # node callbacks of other threads are in Python's
@@ -381,6 +394,7 @@ def index_document(rec: Recorder, *, finished: bool, exit_code: int | None = Non
         timeline=dict(rec.timeline),
         layout=getattr(rec.sub.layout, "offsets", None),
         stopping=rec.stops.to_json() if rec.stops is not None else None,  # stops.py
+        input_checks=input_checks(rec.inputs),
     )
 
 

@@ -120,8 +120,9 @@ class GraphTracker:
     """The state machine of CUPTI's graph callbacks for one process."""
 
     def __init__(self, sub: Subscription, *, trace_replays: int = 0, trace_skip: int = 1,
-                 sink: Callable[[GraphJob], None] | None = None) -> None:
+                 sink: Callable[[GraphJob], None] | None = None, inputs: Any = None) -> None:
         self.sub = sub
+        self.inputs = inputs  # inputs.InputWatch, or None: the graphs' external blocks
         self.trace_replays = trace_replays
         self.trace_skip = trace_skip
         self.sink = sink or (lambda job: None)
@@ -221,6 +222,8 @@ class GraphTracker:
             if rec is not None:
                 rec.replays = self.take_launches(h)
                 rec.destroyed = True
+            if self.inputs is not None:
+                self.inputs.on_exec_destroyed(h)
         elif cbid == self._R_GRAPH_DEL:
             for n in self.nodes.pop(_ptr(desc + L.graph), {}):
                 self.node_graph.pop(n, None)
@@ -409,6 +412,10 @@ class GraphTracker:
         # where the exec-created callback's time goes (benchmarks/bench_record.py)
         rec.recorder_s.update(reserved=t1 - t_inst_end, export=t2 - t1, pool_and_stack=t3 - t2,
                               environment_and_record=t4 - t3)
+        if self.inputs is not None:  # the kernel parameters are read while the template lives
+            t5 = time.perf_counter()
+            self.inputs.on_graph(seq, exec_, raw, pool, device, caller)
+            rec.recorder_s["inputs"] = time.perf_counter() - t5
         if nodecb is not None:
             calls, ns, _ = nodecb.stats()
             rec.recorder_s["node_callbacks"] = (ns - self._node_ns_seen) / 1e9
@@ -562,6 +569,11 @@ def capture_shapes(frame: Any, frames: list[RawFrame]) -> dict[str, Any] | None:
                 if items and "inputs" not in out:
                     dynamic = [x for k, x in enumerate(items) if k not in static]
                     out["inputs"] = [_shape(x) for x in dynamic[:_MAX_SHAPES]]
+                    # the compiled graph's placeholders name its inputs (``PlaceholderInfo.name``)
+                    holders = getattr(getattr(loc.get("self"), "wrapped_function", None), "placeholders", None)
+                    if holders is not None and len(holders) == len(items):
+                        names = [str(getattr(h, "name", "") or "") for k, h in enumerate(holders) if k not in static]
+                        out["names"] = names[:_MAX_SHAPES]
                     out["n_inputs"] = len(items)
                     out["static_inputs"] = len(items) - len(dynamic)
                 if "int_key" in loc and loc["int_key"] is not None:

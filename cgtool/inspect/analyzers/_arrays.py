@@ -28,8 +28,31 @@ def dense(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             room *= len(u)
             if room >= 2**62:  # pragma: no cover - would need billions of distinct values
                 raise InvalidInputError("Too many distinct replays or lanes to index.")
+    n = len(key)
+    if room <= 4 * n + 4096:
+        # The keys fit a table a few times the rows: rank them through it (one pass each way)
+        # instead of sorting them; the same ids and first rows as np.unique's.
+        seen = np.zeros(room, dtype=bool)
+        seen[key] = True
+        rank = np.cumsum(seen, dtype=np.int64) - 1  # ids in increasing key order
+        inv = rank[key]
+        first = np.full(int(rank[-1]) + 1, n, dtype=np.int64)
+        np.minimum.at(first, inv, np.arange(n, dtype=np.int64))
+        return inv, first
     _, first, inv = np.unique(key, return_index=True, return_inverse=True)
     return inv.reshape(-1), first
+
+
+def unique_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` (inverse flat) for ids that are small non-negative
+    integers (dense replay ids): through a table of the ids' range, without np.unique's sort."""
+    if not len(values) or int(values.min()) < 0 or int(values.max()) > 4 * len(values) + 4096:
+        u, inv = np.unique(values, return_inverse=True)
+        return u, inv.reshape(-1)
+    present = np.zeros(int(values.max()) + 1, dtype=bool)
+    present[values] = True
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return np.flatnonzero(present), rank[values]
 
 
 def latest_before(start: np.ndarray, end: np.ndarray, group: np.ndarray, tol: float) -> np.ndarray:

@@ -188,7 +188,7 @@ def drop_incomplete(trace: Trace, m: EventMatch, graphs: dict[int, PreparedGraph
     path would be wrong. Returns the match of the complete replays and, per graph, what was left
     out (``results.Incomplete``). The inferred match needs no such step: a launch whose events do
     not cover its graph's nodes has no consistent assignment and is left out there."""
-    from cgtool.inspect.analyzers._arrays import dense
+    from cgtool.inspect.analyzers._arrays import dense, unique_ids
     from cgtool.inspect.results import Incomplete
 
     if not len(m.ev):
@@ -201,8 +201,7 @@ def drop_incomplete(trace: Trace, m: EventMatch, graphs: dict[int, PreparedGraph
         if not len(sel):
             continue
         n_gpu = len(pg.gpu_nodes)
-        reps, local = np.unique(rep[sel], return_inverse=True)
-        local = local.reshape(-1)
+        reps, local = unique_ids(rep[sel])
         seen = np.zeros((len(reps), len(pg.g.nodes)), bool)
         seen[local, m.node[sel]] = True
         have = seen[:, pg.gpu_nodes].sum(axis=1) if n_gpu else np.zeros(len(reps), np.int64)

@@ -17,7 +17,7 @@ import numpy as np
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.trace import Trace
 from cgtool.inspect import DEFAULT_TOLERANCE_US, cost as costmod
-from cgtool.inspect.analyzers._arrays import dense
+from cgtool.inspect.analyzers._arrays import dense, unique_ids
 from cgtool.inspect.analyzers.matching import PreparedGraph, graph_events
 from cgtool.inspect.reach import topological_order
 from cgtool.inspect.results import EventMatch
@@ -80,8 +80,7 @@ def replay_timing(prepared: dict[int, PreparedGraph], m: EventMatch, replay: np.
         sel = np.flatnonzero(m.graph == gid)
         if not len(sel):
             continue
-        reps, local = np.unique(replay[sel], return_inverse=True)
-        local = local.reshape(-1)
+        reps, local = unique_ids(replay[sel])
         S, E = replay_matrix(len(pg.g.nodes), local, m.node[sel], start[sel], end[sel], len(reps))
         t0 = np.nanmin(S, axis=1)
         span[reps] = np.nanmax(E, axis=1) - t0

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cgtool.artifacts.graph import NodeType
-from cgtool.inspect import cost as costmod
 from cgtool.inspect.analyzers._arrays import dense
+from cgtool.inspect.analyzers.cover import mean_cover_grouped, overlap_sums
 from cgtool.inspect.analyzers.matching import PreparedGraph
 from cgtool.inspect.results import Certainty, EventMatch, InferredWait
 
@@ -99,14 +99,15 @@ def waited_with_room(b: np.ndarray, ready: np.ndarray, start: np.ndarray, end: n
                      cover: np.ndarray, tol: float) -> np.ndarray:
     """Of the events at positions ``b``: which sat ready longer than the tolerance (and 1 µs)
     while the GPU had room (the other kernels running covered at most the whole GPU, on average;
-    replays with a kernel of unknown cover count as having room), from ``costmod.mean_cover_many``."""
+    replays with a kernel of unknown cover count as having room): ``cover.mean_cover_grouped``, the
+    loop of ``cost.mean_cover`` to the bit."""
     late: np.ndarray = np.asarray(start[b] - ready[b] > max(tol, LATE_US))
     if not late.any():
         return late
     known = np.ones(int(replay.max()) + 1, dtype=bool)
     known[replay[np.isnan(cover)]] = False
     q = b[late]
-    mean = costmod.mean_cover_many(ready[q], start[q], replay[q], start, end, np.nan_to_num(cover), replay)
+    mean = mean_cover_grouped(ready[q], start[q], replay[q], start, end, np.nan_to_num(cover), replay)
     full = known[replay[q]] & (mean > 1.0)
     late[np.flatnonzero(late)[full]] = False
     return late
@@ -212,36 +213,22 @@ def gpu_was_full_many(b: np.ndarray, order: np.ndarray, bounds: np.ndarray, repl
                       start: np.ndarray, end: np.ndarray, cover: np.ndarray) -> np.ndarray:
     """Whether the GPU was full while each item at positions ``b`` waited: the other items'
     cover times overlap with the wait, summed (term by term in the order of the replay's items
-    in ``order``), over the wait's length, above 1. Replays with an item of unknown cover: not full."""
+    in ``order``: ``cover.overlap_sums``), over the wait's length, above 1. Replays with an item of
+    unknown cover: not full."""
     out = np.zeros(len(b), bool)
     if not len(b):
         return out
     r = replay[b]
     nan_rep = np.zeros(len(bounds), bool)
     nan_rep[replay[np.isnan(cover)]] = True
-    ok = ~nan_rep[r]  # a replay with a kernel of unknown cover: not full
-    q = np.flatnonzero(ok)
+    q = np.flatnonzero(~nan_rep[r])  # a replay with a kernel of unknown cover: not full
     if not len(q):
         return out
-    # The queries by decreasing replay size: those still live at step j are a prefix (slices, not
-    # gathers). Each query's terms are still added one at a time in the order of its replay's items.
-    n_all = bounds[r[q] + 1] - bounds[r[q]]
-    q = q[np.argsort(-n_all, kind="stable")]
     bq, rq = b[q], r[q]
-    lo, n = bounds[rq], bounds[rq + 1] - bounds[rq]
-    t_lo, t_hi = ready[bq], start[bq]
-    tot = np.zeros(len(q))
-    live = len(q)
-    for j in range(int(n[0])):
-        while n[live - 1] <= j:
-            live -= 1
-        item = order[lo[:live] + j]
-        ov = np.minimum(end[item], t_hi[:live])
-        ov -= np.maximum(start[item], t_lo[:live])
-        add = (ov > 0) & (item != bq[:live])
-        ov *= cover[item]  # the term (cover times overlap), added where it counts: x + 0.0 is x
-        tot[:live] += np.where(add, ov, 0.0)
-    out[q] = tot / (t_hi - t_lo) > 1.0
+    at = np.empty(len(order), np.int64)
+    at[order] = np.arange(len(order))  # each item's place in ``order``: B itself is left out
+    tot = overlap_sums(ready[bq], start[bq], rq, bounds, start[order], end[order], cover[order], at[bq])
+    out[q] = tot / (start[bq] - ready[bq]) > 1.0
     return out
 
 

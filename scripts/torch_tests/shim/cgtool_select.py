@@ -5,12 +5,19 @@ ids ``file::Class::test`` picked one by one, classes picked whole, and a regular
 (``re.search``) against ``Class::test`` in a file. The listed ids that were not collected are written
 to CGTOOL_SELECT + ".<test file>.missing", so a renamed test shows up there instead of silently not
 running, and every id selected to CGTOOL_SELECT + ".<test file>.selected".
+
+Each test's start and outcome are appended, one ``os.write`` of one JSON line each, to
+CGTOOL_SELECT + ".<test file>.outcomes": pytest's JUnit XML is written at the end of the run, so
+when the process dies (an abort in a destructor) these lines alone say which tests ran, how they
+ended, and which one was running when the process died.
 """
 
 import json
 import os
 import re
 from pathlib import Path
+
+_OUTCOME_FILES: dict = {}
 
 
 def _key(nodeid: str) -> str:
@@ -28,6 +35,37 @@ def wanted(key: str, spec: dict) -> bool:
         return True
     pattern = spec.get("patterns", {}).get(fname)
     return bool(pattern and re.search(pattern, rest))
+
+
+def _record(nodeid: str, **fields) -> None:
+    sel = os.environ.get("CGTOOL_SELECT")
+    if not sel:
+        return
+    key = _key(nodeid)
+    path = f"{sel}.{key.split('::')[0]}.outcomes"
+    fd = _OUTCOME_FILES.get(path)
+    if fd is None:
+        fd = _OUTCOME_FILES[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.write(fd, (json.dumps({"test": key, **fields}) + "\n").encode())
+
+
+def pytest_runtest_logstart(nodeid, location):  # noqa: ARG001
+    _record(nodeid, event="start")
+
+
+def pytest_runtest_logreport(report):
+    if report.when in ("call", "teardown") or report.outcome != "passed":
+        outcome = report.outcome
+        if report.when != "call" and outcome == "failed":
+            outcome = "error"
+        if hasattr(report, "wasxfail"):
+            outcome = "xfail"
+        message = ""
+        if report.longrepr is not None and outcome != "passed":
+            text = getattr(report.longrepr, "reprcrash", None)
+            message = str(text.message if text is not None else report.longrepr).strip().splitlines()[0][:200] \
+                if str(report.longrepr).strip() else ""
+        _record(report.nodeid, event="end", when=report.when, outcome=outcome, message=message)
 
 
 def pytest_collection_modifyitems(session, config, items):  # noqa: ARG001

@@ -1,0 +1,261 @@
+"""The input checks' bookkeeping (capture/record/inputs.py) on a stand-in allocator: a graph's external
+block, replays through the wrapped ``CUDAGraph.replay``, frees and allocations in the allocator's
+history, checks at the sampled replays. What the checks report is compared with the timeline itself
+(which replay was the first after the free, replayed by brute force), for any order of events."""
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cgtool.capture.record import inputs as mod
+
+A, SIZE = 0x7F00_0000_0000, 32768
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def tick(self) -> float:
+        self.t += 1.0
+        return self.t
+
+
+class FakeAllocator:
+    """``torch.cuda.memory._snapshot()``: the events so far (time-ordered) and the segments now."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.snapshots = 0
+
+    def _snapshot(self) -> dict[str, Any]:
+        self.snapshots += 1
+        return {"segments": [], "device_traces": [list(self.events)]}
+
+
+def fake_graph_class() -> type:
+    class CUDAGraph:
+        replayed = 0
+
+        def raw_cuda_graph_exec(self) -> int:
+            return 0xE0
+
+        def replay(self) -> None:
+            type(self).replayed += 1
+
+    return CUDAGraph
+
+
+def setup(every: int, clock: Clock, monkeypatch: Any) -> tuple[mod.InputWatch, FakeAllocator, Any, mod.Block]:
+    monkeypatch.setattr(mod, "_now_us", lambda: clock.t)
+    monkeypatch.setattr(mod, "CHECK_SHARE", float("inf"))  # no pause after a check (tested below)
+    alloc = FakeAllocator()
+    watch = mod.InputWatch(every)
+    watch.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(memory=alloc))
+    CG = fake_graph_class()
+    watch._wrap_replay(CG)
+    blk = mod.Block(A, SIZE, SIZE, {"file": "prog.py", "line": 3, "function": "f", "code": "x = make()", "stack": []},
+                    {"name": "x", "shape": [4, 4096], "dtype": "fp16"}, 1)
+    w = mod.Watched(0, 0xE0, 0, [blk], 0, 0, {}, 0.0, clock.t)
+    w.checkpoints.append((clock.t, 0, 0))
+    watch.by_exec[0xE0], watch.graphs[0] = w, w
+    watch.blocks[(0, A)] = [(w, blk)]
+    return watch, alloc, CG(), blk
+
+
+STEPS = st.lists(st.sampled_from(["replay", "free", "reuse", "other"]), min_size=1, max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=STEPS, every=st.integers(1, 7))
+def test_reported_replays_bound_the_true_ones(steps: list[str], every: int) -> None:
+    import pytest
+
+    mp = pytest.MonkeyPatch()
+    try:
+        clock = Clock()
+        watch, alloc, g, _ = setup(every, clock, mp)
+        replay_times: list[float] = []
+        freed_at = reused_at = None
+        for s in steps:
+            t = clock.tick()
+            if s == "replay":
+                g.replay()
+                replay_times.append(t)
+            elif s == "free" and freed_at is None:
+                alloc.events.append({"action": "free_requested", "addr": A, "size": SIZE, "time_us": t,
+                                     "frames": [{"filename": "prog.py", "line": 9, "name": "f"}]})
+                freed_at = t
+            elif s == "reuse" and freed_at is not None and reused_at is None:
+                alloc.events.append({"action": "alloc", "addr": A + 512, "size": 1024, "time_us": t,
+                                     "frames": [{"filename": "prog.py", "line": 11, "name": "f"}]})
+                reused_at = t
+            else:  # an allocation elsewhere: never the block's
+                alloc.events.append({"action": "alloc", "addr": A + 10 * SIZE, "size": 64, "time_us": t, "frames": []})
+        clock.tick()
+        watch.finish()
+        found = watch.entry(0)["findings"]
+        # brute force, from the timeline: the replays that ran after the free
+        after = [i + 1 for i, rt in enumerate(replay_times) if freed_at is not None and rt > freed_at]
+        if not after:
+            assert found == []
+            return
+        assert len(found) == 1
+        f = found[0]
+        true_first = after[0]
+        assert f["last_replay"] == len(replay_times)
+        assert f["may_start_at"] <= true_first <= f["first_replay"]
+        if f["first_replay_exact"]:
+            assert f["first_replay"] == true_first
+        assert f["kind"] == ("reused" if reused_at is not None else "freed")
+        assert f["freed_at"]["line"] == 9
+        if reused_at is not None:
+            assert f["reused_by"]["allocated_at"]["line"] == 11 and f["reused_by"]["bytes"] == 1024
+    finally:
+        mp.undo()
+
+
+def test_checks_run_at_first_two_replays_and_every_nth(monkeypatch: Any) -> None:
+    clock = Clock()
+    _, alloc, g, _ = setup(5, clock, monkeypatch)
+    for _ in range(12):
+        clock.tick()
+        g.replay()
+    # the graph's replays 1 and 2, then the process's replays 5 and 10
+    assert alloc.snapshots == 4
+    assert type(g).replayed == 12
+
+
+def test_free_after_the_last_replay_is_no_finding(monkeypatch: Any) -> None:
+    clock = Clock()
+    watch, alloc, g, _ = setup(1, clock, monkeypatch)
+    for _ in range(3):
+        clock.tick()
+        g.replay()
+    alloc.events.append({"action": "free_requested", "addr": A, "size": SIZE, "time_us": clock.tick(), "frames": []})
+    clock.tick()
+    watch.finish()
+    assert watch.entry(0)["findings"] == []
+
+
+def test_a_destroyed_exec_is_looked_up_again(monkeypatch: Any) -> None:
+    clock = Clock()
+    watch, _, g, _ = setup(1, clock, monkeypatch)
+    g.replay()
+    watch.on_exec_destroyed(0xE0)
+    g.replay()  # no state for the handle now: counted as not matched, not as the old graph's
+    assert watch.graphs[0].replays == 1
+    assert watch.unmatched_replays == 1
+
+
+def _kept_alive_run(monkeypatch: Any, write_between: bool) -> list[dict[str, Any]]:
+    """40 replays; before each, the program allocates a new batch at the line that allocated the
+    graph's input (the rebind keeps the old one alive), and copies it into the input or not."""
+    clock = Clock()
+    watch, alloc, g, blk = setup(100, clock, monkeypatch)
+    blk.site_key = ("prog.py", 3)
+    watch._by_size[(0, SIZE)] = [(watch.graphs[0], blk)]
+    memory = {"x": 0}  # the input's contents, as a version number
+    monkeypatch.setattr(watch, "_hash", lambda b: memory["x"])
+    for step in range(40):
+        alloc.events.append({"action": "alloc", "addr": A + (step + 2) * SIZE, "size": SIZE, "time_us": clock.tick(),
+                             "frames": [{"filename": "prog.py", "line": 3, "name": "make"}]})
+        if write_between:
+            memory["x"] += 1  # x.copy_(batch)
+        clock.tick()
+        g.replay()
+    clock.tick()
+    watch.finish()
+    return list(watch.entry(0)["findings"])
+
+
+def test_kept_alive_input_never_written_is_stale(monkeypatch: Any) -> None:
+    [f] = _kept_alive_run(monkeypatch, write_between=False)
+    assert f["kind"] == "stale" and f["reallocs"] == 40
+    assert (f["first_replay"], f["first_replay_exact"]) == (1, True)  # the first batch came before replay 1
+    assert f["unchanged_between"][:2] == [[1, 2], [2, 3]]  # the sampled replays: the graph's first two
+    assert f["last_replay"] == 40
+
+
+def test_input_updated_in_place_is_not_stale(monkeypatch: Any) -> None:
+    assert _kept_alive_run(monkeypatch, write_between=True) == []
+
+
+def test_periodic_checks_pause_after_a_slow_one(monkeypatch: Any) -> None:
+    clock = Clock()
+    _, alloc, g, _ = setup(1, clock, monkeypatch)
+    monkeypatch.setattr(mod, "CHECK_SHARE", 1e-9)  # any check's pause outlasts this test
+    for _ in range(10):
+        g.replay()
+    assert alloc.snapshots == 2  # the graph's first two replays only: the rest fell in the pause
+
+
+# ------------------------------------------------------------------ the pointer scan, on host memory
+def test_pointer_scan_reads_every_word_of_each_parameter(monkeypatch: Any) -> None:
+    """Two kernel nodes whose parameters live in host buffers (as the driver's do): a pointer, an
+    int, and a struct holding two pointers; a memset node. The scan finds exactly the words that
+    fall in the range, by node (brute force over the same bytes)."""
+    import ctypes
+
+    from cgtool.capture import _fastcuda, graphread
+
+    lo, hi = 0x7F00_0000_0000, 0x7F00_1000_0000
+    p0, p1, p2 = lo + 0x100, lo + 0x2000, lo + 0x30000
+    a = ctypes.c_uint64(p0)
+    b = ctypes.c_uint32(7)
+    s = (ctypes.c_uint64 * 3)(p1, 12345, p2)  # a struct: {ptr, int64, ptr}
+    outside = ctypes.c_uint64(0x1234)
+    args0 = (ctypes.c_void_p * 3)(ctypes.addressof(a), ctypes.addressof(b), ctypes.addressof(s))
+    args1 = (ctypes.c_void_p * 1)(ctypes.addressof(outside))
+    params = (_fastcuda.KernelParamsV2 * 3)()
+    params[0].func, params[0].kernelParams = 0xF0, ctypes.addressof(args0)
+    params[1].func, params[1].kernelParams = 0xF1, ctypes.addressof(args1)
+    layouts = {0xF0: [(0, 8), (8, 4), (16, 24)], 0xF1: [(0, 8)]}
+
+    class Drv:
+        info_s = 0.0
+
+        def params_of(self, func: int, kernel: bool = False) -> Any:
+            return layouts[func]
+
+        def memset(self, node: int, out: int) -> int:
+            ctypes.c_uint64.from_address(out).value = p2 + 64  # dst
+            return 0
+
+    monkeypatch.setattr(mod, "_driver", lambda: Drv())
+    monkeypatch.setattr(graphread, "_NODE_TYPE_NAMES", {3: "memset"})
+    raw = graphread.QuickRead(c=([0xA, 0xB, 0xC], b"", b"", params, [2], {}, b""), exec_id=1, types={2: 3}, t0=0.0)
+    found, stats = mod.graph_pointers(raw, lo, hi)
+    assert sorted(found) == [(0, p0), (0, p1), (0, p2), (2, p2 + 64)]
+    assert stats["kernels"] == 2 and stats["copies"] == 1 and stats["kernels_unread"] == 0 and stats["complete"]
+    # out of time before the first kernel: no kernel read, and the scan says it is incomplete
+    monkeypatch.setattr(mod, "SCAN_BUDGET_S", -1.0)
+    found, stats = mod.graph_pointers(raw, lo, hi)
+    assert [n for n, _ in found if n in (0, 1)] == [] and stats["complete"] == 0 and stats["stopped_at_node"] == 0
+
+
+def test_parameter_layout_stops_where_the_driver_stops_describing() -> None:
+    """cuFuncGetParamInfo stand-in: three parameters, then (depending on the driver) an error, a zero
+    size or an offset going back; the layout is the three whatever comes after."""
+    import ctypes
+
+    for after in ("error", "zero", "back"):
+        real = [(0, 8), (8, 8), (16, 4)]
+
+        def info(func: int, i: int, off: Any, size: Any, _after: str = after,
+                 _real: list[tuple[int, int]] = real) -> int:
+            if i < len(_real):
+                off._obj.value, size._obj.value = _real[i]
+                return 0
+            if _after == "error":
+                return 1
+            off._obj.value, size._obj.value = (24, 0) if _after == "zero" else (0, 8)
+            return 0
+
+        drv = object.__new__(mod._Driver)
+        drv.param_info, drv.kernel_info, drv.sizes, drv.info_s = info, None, {}, 0.0
+        assert drv.params_of(0xF0) == real, after
+    assert ctypes  # the stand-in writes through byref() as the driver writes through pointers
