@@ -230,3 +230,20 @@ def test_compare_results_orders_by_workload_then_rank() -> None:
 
     names = [j.name for j in compare_results(doc(1), doc(2))]
     assert names == ["a", "a [rank 0]", "a [rank 1]", "a [rank 10]", "b", "b [rank 2]"]
+
+
+def test_results_of_another_environment_are_refused_unless_allowed() -> None:
+    from cgtool.artifacts.bench import BenchResults
+    from cgtool.inspect.benchstats import refuse_env_mismatch
+
+    def doc(env: dict[str, str]) -> BenchResults:
+        return BenchResults.from_json({"kind": "bench", "schema_version": 1, "environment": env,
+                                       "workloads": {"a": {"gpu_us": [1.0, 2.0]}}}, "t")
+
+    h200, h100 = doc({"device": "H200", "torch": "2.11"}), doc({"device": "H100", "torch": "2.11"})
+    with pytest.raises(UsageError, match=r"base\.json comes from another environment.*--allow-env-mismatch"):
+        refuse_env_mismatch(h200, h100, "base.json")
+    with pytest.raises(UsageError, match="--cgtool-allow"):
+        refuse_env_mismatch(h200, h100, "base.json", flag="--cgtool-allow")
+    refuse_env_mismatch(h200, doc({"device": "H200", "torch": "2.11"}), "base.json")  # the same: judged
+    refuse_env_mismatch(h200, doc({}), "base.json")  # no environment (every workload failed): not refused here
