@@ -130,6 +130,7 @@ def _run(tmp_path, bugs, *extra):
     return r, json.loads(out.read_text())
 
 
+@pytest.mark.subprocess
 def test_no_bug_no_death_no_leak(tmp_path):
     r, data = _run(tmp_path, "", "--sequences", "150", "--workers", "2")
     assert r.returncode == 0, r.stderr
@@ -139,6 +140,7 @@ def test_no_bug_no_death_no_leak(tmp_path):
     assert data["tallies"]["fake"]["python_errors"] == sum(len(x["errors"]) for x in res) > 0
 
 
+@pytest.mark.subprocess
 def test_aborts_are_caught_respawned_and_shrunk(tmp_path):
     r, data = _run(tmp_path, "abort,leak", "--sequences", "150", "--workers", "2", "--shrink", "2",
                    "--shrink-seconds", "60")
@@ -165,6 +167,7 @@ def test_aborts_are_caught_respawned_and_shrunk(tmp_path):
             assert "Fatal Python error: Aborted" in k["log"] and "in run" in k["log"], k["log"]
 
 
+@pytest.mark.subprocess
 def test_hangs_are_cut_off_and_the_worker_replaced(tmp_path):
     _, data = _run(tmp_path, "hang", "--sequences", "300", "--workers", "3", "--timeout", "1.5", "--shrink", "0")
     res = data["results"]["fake"]

@@ -44,6 +44,7 @@ print(json.dumps({{"found": lib._name, "again": again._name, "mapped": _libcupti
 """
 
 
+@pytest.mark.subprocess
 def test_the_wheels_file_is_found_and_then_is_the_one_answer(tmp_path: Path):
     wheel = _lib(tmp_path / "site" / "nvidia" / "cu13" / "lib" / "libcupti.so.13")
     got = _run(PROBE.format(before=""), tmp_path / "site")
@@ -51,6 +52,7 @@ def test_the_wheels_file_is_found_and_then_is_the_one_answer(tmp_path: Path):
     assert [os.path.realpath(p) for p in got["mapped"]] == [os.path.realpath(wheel)]
 
 
+@pytest.mark.subprocess
 def test_a_copy_already_mapped_wins_over_the_wheels_file(tmp_path: Path):
     """torch (or cupti-python) loaded another copy first: cgtool uses that one, loads no second."""
     _lib(tmp_path / "site" / "nvidia" / "cu13" / "lib" / "libcupti.so.13")

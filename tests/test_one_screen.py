@@ -130,6 +130,7 @@ def test_report_and_dot_fold_the_same_way_and_say_so(run_cli, tmp_path):
     assert not report_folded("--expand")
 
 
+@pytest.mark.subprocess
 def test_the_readme_closed_pipe_example_gives_141_through_a_shell_pipe(tmp_path):
     """The README's example of exit 141 runs in a real shell pipeline and exits 141 there."""
     readme = (ROOT / "README.md").read_text()
@@ -189,6 +190,7 @@ def _matches(shown: object, real: object, where: str) -> None:
 
 
 @pytest.mark.parametrize("label,args,block", _json_blocks(), ids=lambda x: x if len(x) < 80 else x[:80])
+@pytest.mark.subprocess
 def test_every_docs_json_example_is_the_output_of_the_file_it_names(label, args, block, tmp_path):
     text = block.strip()
     shown = json.loads(text if text.startswith("{") else "{" + text + "}")
@@ -215,12 +217,14 @@ def _wide(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if len(ln.rstrip()) > 80]
 
 
+@pytest.mark.subprocess
 def test_demo_fits_80_columns(run_cli_subprocess):
     rc, out, err = run_cli_subprocess("demo", env={**os.environ, "COLUMNS": "80", "CUDA_VISIBLE_DEVICES": ""})
     assert rc == 0, err
     assert "── 4." in out and not _wide(out), _wide(out)
 
 
+@pytest.mark.subprocess
 def test_deps_compare_keeps_each_path_on_one_line(run_cli_subprocess):
     a = "tests/data/forkjoin_trace_mc1/trace.json.gz"
     b = "tests/data/forkjoin_trace_mc2/trace.json.gz"
@@ -405,6 +409,7 @@ def test_a_waited_total_above_the_span_says_why(run_cli):
     assert "several items waited at the same time" in " ".join(out.split())
 
 
+@pytest.mark.subprocess
 def test_the_demo_shows_fake_dependencies_that_cost_time(run_cli_subprocess):
     rc, out, err = run_cli_subprocess("demo", env={**os.environ, "COLUMNS": "200", "CUDA_VISIBLE_DEVICES": ""})
     assert rc == 0, err
@@ -429,6 +434,7 @@ def _boot(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return out, env
 
 
+@pytest.mark.subprocess
 def test_compile_workers_start_no_recorder(tmp_path):
     """A process whose command line is torch.compile's compile worker starts no recorder (no folder
     in the recording); any other Python process of the program starts one (here it cannot record,

@@ -108,6 +108,7 @@ def gate_expects_regression(old, new, max_regression=0.02):
     return bool(mn / mo > 1 + max_regression and p < 0.002 and gap >= 0.005)
 
 
+@pytest.mark.subprocess
 def test_the_plugin_module_imports_nothing_heavy():
     out = subprocess.run([sys.executable, "-X", "importtime", "-c", "import pytest; import cgtool.pytest_plugin"],
                          cwd=ROOT, capture_output=True, text=True, check=True).stderr
@@ -118,6 +119,7 @@ def test_the_plugin_module_imports_nothing_heavy():
     assert heavy == []
 
 
+@pytest.mark.subprocess
 def test_a_session_that_does_not_use_it_imports_nothing_of_cgtool_beyond_it(pytester, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     pytester.makeconftest("import sys, json\n"
@@ -277,6 +279,7 @@ def _subprocess_env(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
 
 
+@pytest.mark.subprocess
 def test_without_torch_the_test_skips_with_the_reason(pytester, monkeypatch):
     pytest.importorskip  # noqa: B018 (the check below is the point: this machine's python has no torch)
     if subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0:
@@ -288,6 +291,7 @@ def test_without_torch_the_test_skips_with_the_reason(pytester, monkeypatch):
     assert "cgtool_bench needs packages that are not installed: torch" in r.stdout.str()
 
 
+@pytest.mark.subprocess
 def test_without_a_gpu_the_test_skips_with_the_reason(pytester, monkeypatch):
     _subprocess_env(monkeypatch)
     pkg = pytester.mkpydir("torch")  # a CPU build of torch, as far as the plugin asks
@@ -299,6 +303,7 @@ def test_without_a_gpu_the_test_skips_with_the_reason(pytester, monkeypatch):
     assert "cgtool_bench needs a CUDA GPU, but this torch build has no CUDA support" in r.stdout.str()
 
 
+@pytest.mark.subprocess
 def test_xdist_is_refused(pytester):
     setup_session(pytester)
     r = run(pytester, "-n", "2", "--cgtool-save", "out.json")

@@ -62,6 +62,7 @@ def _wait_for(pred, timeout: float) -> bool:
     return False
 
 
+@pytest.mark.subprocess
 def test_a_hanging_teardown_is_dumped_and_explained(tmp_path: Path) -> None:
     site = fake_site(str(tmp_path / "site-packages"))  # a library's folder: not the program's frames
     for rel, text in TORCH.items():
@@ -199,6 +200,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.subprocess
 def test_torchruns_agent_is_not_watched_but_its_rank_is(tmp_path: Path) -> None:
     site = fake_site(str(tmp_path / "site-packages"))
     for rel, text in {**TORCH, "torch/distributed/run.py": RUN_PY}.items():

@@ -260,6 +260,7 @@ def test_kept_alive_rebind_in_summary(tmp_path: Path, monkeypatch: pytest.Monkey
                and "allocated at serve.py:61" in f for f in s.findings)
 
 
+@pytest.mark.subprocess
 def test_record_json_refuses_an_existing_file_before_the_program_runs(tmp_path: Path) -> None:
     import os
     import subprocess

@@ -220,6 +220,7 @@ def test_compiled_columns_equal_the_python_passes(data_dir, monkeypatch, tmp_pat
     assert sum(taken) > 0.9 * len(taken), "the compiled pass took nearly every chunk"
 
 
+@pytest.mark.subprocess
 def test_the_model_types_import_without_the_readers():
     """``from cgtool.artifacts.trace import Trace`` loads the model alone; the readers come with
     their first use."""
