@@ -366,25 +366,36 @@ def _res(name: str) -> dict:
 
 
 def test_performance_bench_figures_are_the_result_files() -> None:
-    d = _res("bench_vs_plain_hf_h100.json")
     one = _res("bench_vs_plain_one_kernel_h100.json")["results"]["one_kernel"]  # its own 6-round run
     plain = [x["median_us"] for x in one["plain"]]
     ours = [x["median_us"] for x in one["cgtool"]]
     _has(f"| one kernel | {min(plain):.2f}–{max(plain):.2f} ({len(plain)} rounds) | {min(ours):.2f}–{max(ours):.2f} "
          f"({len(ours)} rounds) | {statistics.median(ours) / statistics.median(plain):.4f} |")
-    for w, r in d["results"].items():
-        if w == "one_kernel":
-            continue
-        plain = [x["median_us"] for x in r["plain"]]
-        ours = [x["median_us"] for x in r["cgtool"]]
-        ratio = statistics.median(ours) / statistics.median(plain)
-        fmt = ".2f" if len(plain) == 1 else ".1f"
-        cells = [", ".join(f"{v:{fmt}}" for v in plain), ", ".join(f"{v:{fmt}}" for v in ours)]
-        if len(plain) == 1:
-            cells = [f"{c} (one round)" for c in cells]
-        _has(f"| {cells[0]} | {cells[1]} | {ratio:.4f} |")
+    for name in ("bench_vs_plain_hf_h100.json", "bench_vs_plain_hf_h200.json"):
+        for w, r in _res(name)["results"].items():
+            if w == "one_kernel":
+                continue
+            plain = [x["median_us"] for x in r["plain"]]
+            ours = [x["median_us"] for x in r["cgtool"]]
+            ratio = statistics.median(ours) / statistics.median(plain)
+            fmt = ".2f" if len(plain) == 1 else ".1f"
+            cells = [", ".join(f"{v:{fmt}}" for v in plain), ", ".join(f"{v:{fmt}}" for v in ours)]
+            if len(plain) == 1:
+                cells = [f"{c} (one round)" for c in cells]
+            _has(f"| {cells[0]} | {cells[1]} | {ratio:.4f} |")
     arms = {a: recs[0]["median_us"] for a, recs in _res("probe_capture_state_h100.json")["records"].items() if recs}
     _has(f"from {arms['plain']:.1f} to {arms['kept_current']:.1f} µs ({arms['kept_current'] / arms['plain']:.3f}x)")
+
+
+def test_bench_doc_round_ratios_are_the_result_files() -> None:
+    """docs/bench.md's per-round ratios (each round's cgtool process median over the plain loop's)
+    and their median, for each workload of the H100 and the H200 runs."""
+    text = " ".join((ROOT / "docs" / "bench.md").read_text().split())
+    for name in ("bench_vs_plain_hf_h100.json", "bench_vs_plain_hf_h200.json"):
+        for w, r in _res(name)["results"].items():
+            rounds = [c["median_us"] / p["median_us"] for p, c in zip(r["plain"], r["cgtool"])]
+            row = f"| {', '.join(f'{x:.4f}' for x in rounds)} | {statistics.median(rounds):.4f} |"
+            assert row in text, f"docs/bench.md has no row {row!r} ({name}, {w})"
 
 
 def test_performance_record_figures_are_the_result_files() -> None:
