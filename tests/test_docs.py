@@ -433,6 +433,31 @@ def test_performance_record_figures_are_the_result_files() -> None:
     _has(f"{c['node_created_us']:.1f} µs a node created, {c['exec_created_callback_ms']:.2f} ms a graph")
 
 
+def test_record_compiled_figures_are_the_result_file() -> None:
+    """The torch.compile server's wall times, bare and recorded (docs/performance.md, docs/record.md),
+    recomputed from the raw wall times; the summary's size from the summary text it holds."""
+    import math
+
+    d = _res("bench_record_compiled_h200.json")
+    bare, rec = d["wall_s"]["bare"], d["wall_s"]["record"]
+    ratios = [r / b for r, b in zip(rec, bare)]
+    med = statistics.median(ratios)
+    _has(f"| {', '.join(f'{v:.2f}' for v in bare)} s | {', '.join(f'{v:.2f}' for v in rec)} s | **{med:.3f}x** "
+         f"(median of the rounds' {', '.join(f'{x:.3f}' for x in ratios)}; of the medians "
+         f"{statistics.median(rec) / statistics.median(bare):.3f}x) |")
+    _has(f"range from {min(bare):.2f} to {max(bare):.2f} s, {max(bare) / min(bare):.2f}x apart")
+    record_md = " ".join((ROOT / "docs" / "record.md").read_text().split())
+    assert f"{med:.3f}x the bare ones' wall time" in record_md
+    assert f"the bare runs alone {max(bare) / min(bare):.2f}x apart" in record_md
+    lines = d["summary"].splitlines()
+    own = [ln for ln in lines if "UserWarning" in ln or ln.strip() == "warnings.warn("]
+    ours = [ln for ln in lines if ln not in own]
+    rows = sum(max(1, math.ceil(len(ln) / 80)) for ln in ours)
+    _has(f"was {len(lines)} lines on stderr at `COLUMNS=80`, {len(own)} of them the program's own warning")
+    _has(f"cgtool's {len(ours)} lines take {rows} rows")
+    assert rows <= 50
+
+
 def test_performance_export_and_tracing_figures_are_the_result_files() -> None:
     for row in _res("bench_export_h100.json")["rows"]:
         bare = row["bare"]
