@@ -153,6 +153,8 @@ def test_every_doc_command_is_accounted_for() -> None:
         assert w, c.where
         kind = ("quick start" if c.text in QUICK_START else "synopsis" if c.synopsis
                 else "benchmark" if len(w) > 1 and w[0].startswith("python") and w[1].startswith("benchmarks/")
+                else "GPU machine script" if len(w) > 1 and w[0] in ("bash", "python", "python3")
+                and w[1].startswith("scripts/")
                 else "cgtool" if w[0] == "cgtool" else None)
         assert kind is not None, f"{c.where}: {c.text!r} is neither run nor checked by tests/test_docs.py"
 
@@ -228,6 +230,17 @@ def test_doc_benchmark_command_names_its_script_and_options(where: str, cmd: str
     src = script.read_text()
     for opt in [w.split("=")[0] for w in words[2:] if w.startswith("--")]:
         assert f'"{opt}"' in src, f"{where}: {words[1]} takes no option {opt}"
+
+
+@pytest.mark.parametrize("c", [c for c in all_commands() if len(c.words) > 1 and c.words[0] in ("bash", "python", "python3")
+                               and c.words[1].startswith("scripts/")], ids=lambda c: c.where)
+def test_doc_script_command_names_its_script_and_options(c: Command) -> None:
+    """A script the docs say to run on the GPU machine exists and takes the options shown."""
+    script = ROOT / c.words[1]
+    assert script.is_file(), f"{c.where}: {c.words[1]} does not exist"
+    src = script.read_text()
+    for opt in [w.split("=")[0] for w in c.words[2:] if w.startswith("--")]:
+        assert f'"{opt}"' in src, f"{c.where}: {c.words[1]} takes no option {opt}"
 
 
 # --------------------------------------------------------------- figures, from the raw results
