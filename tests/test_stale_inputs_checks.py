@@ -4,6 +4,7 @@ history, checks at the sampled replays. What the checks report is compared with 
 (which replay was the first after the free, replayed by brute force), for any order of events."""
 from __future__ import annotations
 
+import time
 import types
 from typing import Any
 
@@ -259,3 +260,32 @@ def test_parameter_layout_stops_where_the_driver_stops_describing() -> None:
         drv.param_info, drv.kernel_info, drv.sizes, drv.info_s = info, None, {}, 0.0
         assert drv.params_of(0xF0) == real, after
     assert ctypes  # the stand-in writes through byref() as the driver writes through pointers
+
+
+def test_a_slow_first_snapshot_is_timed_again_once(monkeypatch: Any) -> None:
+    """A scan whose allocator snapshot is slower than SLOW_SNAPSHOT_S takes a second one right away,
+    once a process: its time tells a first-call cost from a cost of the allocator's state."""
+    alloc = FakeAllocator()
+    delays = [0.02, 0.0, 0.02, 0.02]  # seconds each successive _snapshot() call takes
+    real = alloc._snapshot
+
+    def snapshot() -> dict[str, Any]:
+        time.sleep(delays[alloc.snapshots])
+        out = real()
+        out["segments"] = [{"device": 0, "address": A, "total_size": 4 * SIZE, "segment_pool_id": (0, 0),
+                            "blocks": [{"size": 4 * SIZE, "state": "inactive"}]}]
+        return out
+
+    monkeypatch.setattr(alloc, "_snapshot", snapshot)
+    monkeypatch.setattr(mod, "SLOW_SNAPSHOT_S", 0.01)
+    monkeypatch.setattr(mod, "graph_pointers", lambda raw, lo, hi: ([], {"kernels": 0}))
+    watch = mod.InputWatch(100)
+    watch.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(memory=alloc))
+    watch.history = "on"
+    watch.on_graph(0, 0xE0, None, None, 0, None)
+    watch.on_graph(1, 0xE1, None, None, 0, None)
+    first, second = watch.graphs[0].scan, watch.graphs[1].scan
+    assert alloc.snapshots == 3  # the slow first one, its retiming, the second graph's (slow, not retimed)
+    assert first["first_snapshot"] is True and second["first_snapshot"] is False
+    assert first["phases_us"]["snapshot"] >= 20_000 > first["phases_us"]["snapshot_again"]
+    assert "snapshot_again" not in second["phases_us"] and second["phases_us"]["snapshot"] >= 20_000

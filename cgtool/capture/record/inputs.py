@@ -71,6 +71,10 @@ SCAN_BUDGET_S = 0.25
 #: many seconds in all and more than CAPTURE_SHARE of the run so far.
 CAPTURE_BUDGET_S = 2.0
 CAPTURE_SHARE = 0.05
+#: A scan whose allocator snapshot took longer than this takes a second one right away, once a
+#: process, and records its time (``phases_us.snapshot_again``): a one-time cost of the first call
+#: shows as a fast second one, a cost of the allocator's state as a slow one.
+SLOW_SNAPSHOT_S = 0.5
 #: User frames kept per allocation or free site.
 STACK_FRAMES = 4
 #: Frames examined for the names of the capture's tensors, and locals per container.
@@ -429,6 +433,8 @@ class InputWatch:
         #: then, since a CUDA call from here could invalidate another thread's capture
         self.capturing: Any = lambda: False
         self.throttled_s = 0.0  # the longest pause the periodic checks took after one (CHECK_SHARE)
+        self.snapshots = 0  # torch.cuda.memory._snapshot() calls made so far
+        self._snapshot_retimed = False  # a slow snapshot was timed again (SLOW_SNAPSHOT_S)
 
     def reset_after_fork(self) -> None:
         """In a forked child: the parent's graphs are not the child's."""
@@ -567,8 +573,19 @@ class InputWatch:
                                  f"their bound (CAPTURE_BUDGET_S, CAPTURE_SHARE of the run)")
             return
         try:
+            first = self.snapshots == 0
             snap = torch.cuda.memory._snapshot()
+            self.snapshots += 1
             t_snap = time.perf_counter()
+            snap_us = int((t_snap - t0) * 1e6)
+            again_us = None
+            if t_snap - t0 > SLOW_SNAPSHOT_S and not self._snapshot_retimed:
+                self._snapshot_retimed = True
+                snap = torch.cuda.memory._snapshot()
+                self.snapshots += 1
+                t_again = time.perf_counter()
+                again_us = int((t_again - t_snap) * 1e6)
+                t_snap = t_again
             self._read_events(snap, device, capture=True)
             starts, ends, segs = [], [], []
             for s in snap.get("segments", []):
@@ -639,9 +656,12 @@ class InputWatch:
                     if b.site_key is not None:
                         self._by_size.setdefault((device, b.size), []).append((st, b))
             st.scan_s = time.perf_counter() - t0
-            st.scan["phases_us"] = {"snapshot": int((t_snap - t0) * 1e6), "events": int((t_ev - t_snap) * 1e6),
+            st.scan["phases_us"] = {"snapshot": snap_us, "events": int((t_ev - t_snap) * 1e6),
                                     "pointers": int((t_ptr - t_ev) * 1e6), "names": int(t_names * 1e6),
                                     "events_in_ring": sum(len(x) for x in snap.get("device_traces") or [])}
+            st.scan["first_snapshot"] = first  # the process's first _snapshot() call
+            if again_us is not None:
+                st.scan["phases_us"]["snapshot_again"] = again_us
         except Exception as e:
             self._error("capture", e)
         finally:
@@ -663,6 +683,7 @@ class InputWatch:
         t0 = time.perf_counter()
         try:
             snap = torch.cuda.memory._snapshot()
+            self.snapshots += 1
             now = _now_us()
             with self.lock:
                 live = [st for st in self.graphs.values() if not st.destroyed]
