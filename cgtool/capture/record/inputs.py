@@ -442,6 +442,7 @@ class InputWatch:
         self._by_size, self.skipped, self.t0 = {}, {}, time.perf_counter()
         self.lock = threading.RLock()
         self.checks, self.check_s, self.capture_s, self.replays_total, self.unmatched_replays = 0, 0.0, 0.0, 0, 0
+        self.snapshots, self._snapshot_retimed = 0, False
         self.errors = []
 
     # ---------------------------------------------------------------------- install
