@@ -5,7 +5,9 @@ program frees one of those buffers after the capture (it rebinds the input, ``x 
 it meant ``x.copy_(next_batch())``; a temporary dies when the capturing helper returns), every later
 replay reads whatever the caching allocator puts there next. Nothing fails.
 
-What :class:`InputWatch` does, in every recorded process that imports torch:
+What :class:`InputWatch` does, in every recorded process that imports torch, with ``--check-inputs N``
+(N > 0; off by default, when the recorder makes none: the first graph's scan took seconds on an H200,
+docs/performance.md):
 
 * **Allocation stacks.** Once torch initialises CUDA (``torch.cuda._lazy_init``, wrapped once), the
   allocator's history is turned on (``torch.cuda.memory._record_memory_history``: every allocation
@@ -28,9 +30,10 @@ after the free; the replays concerned are bounded by the checks around the free 
 ran between the last replay before the free and the first after it). Frees after a graph's last
 replay (teardown) are not findings. What is sampled: the checks, never the events (the history keeps
 every allocation and free; when its ring overflows between two checks, the block's state in the
-snapshot still tells a freed or reused block, without the stack that freed it). Whether an external
-block's *contents* were written between replays is not tracked: a tensor kept alive but never
-updated (a rebind that leaves the old tensor referenced) is not reported.
+snapshot still tells a freed or reused block, without the stack that freed it). A tensor kept alive
+but never updated (a rebind that leaves the old tensor referenced) is found from its contents: when
+the line that allocated an external block makes new tensors of its size after the capture, the block
+is read back around sampled replays, and one nothing writes between them is reported as ``stale``.
 
 Graphs launched other than through ``torch.cuda.CUDAGraph.replay`` (a raw ``cudaGraphLaunch``) are
 not checked: their entry says so.
