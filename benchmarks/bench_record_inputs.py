@@ -1,6 +1,6 @@
 """What `cgtool record`'s input checks cost a serving program: tests/programs/server_runner.py serving
-for ``--serve-s`` seconds, bare and recorded with the checks off (``--check-inputs 0``), at the default
-and at other settings, alternating, in fresh processes, ``--rounds`` times.
+for ``--serve-s`` seconds, bare and recorded with the checks off (``--check-inputs 0``, the default),
+on (``--check-inputs 100``) and at other settings, alternating, in fresh processes, ``--rounds`` times.
 
     python benchmarks/bench_record_inputs.py [--rounds 3] [--serve-s 10] [--layers 4] [--every 0,100,1]
                                              [--out benchmarks/results/bench_record_inputs_h100.json]

@@ -155,6 +155,8 @@ def test_every_doc_command_is_accounted_for() -> None:
         assert w, c.where
         kind = ("quick start" if c.text in QUICK_START else "synopsis" if c.synopsis
                 else "benchmark" if len(w) > 1 and w[0].startswith("python") and w[1].startswith("benchmarks/")
+                else "GPU machine script" if len(w) > 1 and w[0] in ("bash", "python", "python3")
+                and w[1].startswith("scripts/")
                 else "cgtool" if w[0] == "cgtool" else None)
         assert kind is not None, f"{c.where}: {c.text!r} is neither run nor checked by tests/test_docs.py"
 
@@ -233,6 +235,17 @@ def test_doc_benchmark_command_names_its_script_and_options(where: str, cmd: str
     src = script.read_text()
     for opt in [w.split("=")[0] for w in words[2:] if w.startswith("--")]:
         assert f'"{opt}"' in src, f"{where}: {words[1]} takes no option {opt}"
+
+
+@pytest.mark.parametrize("c", [c for c in all_commands() if len(c.words) > 1 and c.words[0] in ("bash", "python", "python3")
+                               and c.words[1].startswith("scripts/")], ids=lambda c: c.where)
+def test_doc_script_command_names_its_script_and_options(c: Command) -> None:
+    """A script the docs say to run on the GPU machine exists and takes the options shown."""
+    script = ROOT / c.words[1]
+    assert script.is_file(), f"{c.where}: {c.words[1]} does not exist"
+    src = script.read_text()
+    for opt in [w.split("=")[0] for w in c.words[2:] if w.startswith("--")]:
+        assert f'"{opt}"' in src, f"{c.where}: {c.words[1]} takes no option {opt}"
 
 
 # --------------------------------------------------------------- figures, from the raw results
@@ -372,25 +385,36 @@ def _res(name: str) -> dict:
 
 
 def test_performance_bench_figures_are_the_result_files() -> None:
-    d = _res("bench_vs_plain_hf_h100.json")
     one = _res("bench_vs_plain_one_kernel_h100.json")["results"]["one_kernel"]  # its own 6-round run
     plain = [x["median_us"] for x in one["plain"]]
     ours = [x["median_us"] for x in one["cgtool"]]
     _has(f"| one kernel | {min(plain):.2f}–{max(plain):.2f} ({len(plain)} rounds) | {min(ours):.2f}–{max(ours):.2f} "
          f"({len(ours)} rounds) | {statistics.median(ours) / statistics.median(plain):.4f} |")
-    for w, r in d["results"].items():
-        if w == "one_kernel":
-            continue
-        plain = [x["median_us"] for x in r["plain"]]
-        ours = [x["median_us"] for x in r["cgtool"]]
-        ratio = statistics.median(ours) / statistics.median(plain)
-        fmt = ".2f" if len(plain) == 1 else ".1f"
-        cells = [", ".join(f"{v:{fmt}}" for v in plain), ", ".join(f"{v:{fmt}}" for v in ours)]
-        if len(plain) == 1:
-            cells = [f"{c} (one round)" for c in cells]
-        _has(f"| {cells[0]} | {cells[1]} | {ratio:.4f} |")
+    for name in ("bench_vs_plain_hf_h100.json", "bench_vs_plain_hf_h200.json"):
+        for w, r in _res(name)["results"].items():
+            if w == "one_kernel":
+                continue
+            plain = [x["median_us"] for x in r["plain"]]
+            ours = [x["median_us"] for x in r["cgtool"]]
+            ratio = statistics.median(ours) / statistics.median(plain)
+            fmt = ".2f" if len(plain) == 1 else ".1f"
+            cells = [", ".join(f"{v:{fmt}}" for v in plain), ", ".join(f"{v:{fmt}}" for v in ours)]
+            if len(plain) == 1:
+                cells = [f"{c} (one round)" for c in cells]
+            _has(f"| {cells[0]} | {cells[1]} | {ratio:.4f} |")
     arms = {a: recs[0]["median_us"] for a, recs in _res("probe_capture_state_h100.json")["records"].items() if recs}
     _has(f"from {arms['plain']:.1f} to {arms['kept_current']:.1f} µs ({arms['kept_current'] / arms['plain']:.3f}x)")
+
+
+def test_bench_doc_round_ratios_are_the_result_files() -> None:
+    """docs/bench.md's per-round ratios (each round's cgtool process median over the plain loop's)
+    and their median, for each workload of the H100 and the H200 runs."""
+    text = " ".join((ROOT / "docs" / "bench.md").read_text().split())
+    for name in ("bench_vs_plain_hf_h100.json", "bench_vs_plain_hf_h200.json"):
+        for w, r in _res(name)["results"].items():
+            rounds = [c["median_us"] / p["median_us"] for p, c in zip(r["plain"], r["cgtool"])]
+            row = f"| {', '.join(f'{x:.4f}' for x in rounds)} | {statistics.median(rounds):.4f} |"
+            assert row in text, f"docs/bench.md has no row {row!r} ({name}, {w})"
 
 
 def test_performance_record_figures_are_the_result_files() -> None:
@@ -426,6 +450,31 @@ def test_performance_record_figures_are_the_result_files() -> None:
     _has(f"{f['import_cupti']:.2f} s alone and {f['cupti_after_torch']:.2f} s after torch")
     c = _res("bench_record_callbacks_cpu.json")
     _has(f"{c['node_created_us']:.1f} µs a node created, {c['exec_created_callback_ms']:.2f} ms a graph")
+
+
+def test_record_compiled_figures_are_the_result_file() -> None:
+    """The torch.compile server's wall times, bare and recorded (docs/performance.md, docs/record.md),
+    recomputed from the raw wall times; the summary's size from the summary text it holds."""
+    import math
+
+    d = _res("bench_record_compiled_h200.json")
+    bare, rec = d["wall_s"]["bare"], d["wall_s"]["record"]
+    ratios = [r / b for r, b in zip(rec, bare)]
+    med = statistics.median(ratios)
+    _has(f"| {', '.join(f'{v:.2f}' for v in bare)} s | {', '.join(f'{v:.2f}' for v in rec)} s | **{med:.3f}x** "
+         f"(median of the rounds' {', '.join(f'{x:.3f}' for x in ratios)}; of the medians "
+         f"{statistics.median(rec) / statistics.median(bare):.3f}x) |")
+    _has(f"range from {min(bare):.2f} to {max(bare):.2f} s, {max(bare) / min(bare):.2f}x apart")
+    record_md = " ".join((ROOT / "docs" / "record.md").read_text().split())
+    assert f"{med:.3f}x the bare ones' wall time" in record_md
+    assert f"the bare runs alone {max(bare) / min(bare):.2f}x apart" in record_md
+    lines = d["summary"].splitlines()
+    own = [ln for ln in lines if "UserWarning" in ln or ln.strip() == "warnings.warn("]
+    ours = [ln for ln in lines if ln not in own]
+    rows = sum(max(1, math.ceil(len(ln) / 80)) for ln in ours)
+    _has(f"was {len(lines)} lines on stderr at `COLUMNS=80`, {len(own)} of them the program's own warning")
+    _has(f"cgtool's {len(ours)} lines take {rows} rows")
+    assert rows <= 50
 
 
 def test_performance_export_and_tracing_figures_are_the_result_files() -> None:

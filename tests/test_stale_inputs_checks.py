@@ -4,9 +4,12 @@ history, checks at the sampled replays. What the checks report is compared with 
 (which replay was the first after the free, replayed by brute force), for any order of events."""
 from __future__ import annotations
 
+import sys
+import time
 import types
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -72,8 +75,6 @@ STEPS = st.lists(st.sampled_from(["replay", "free", "reuse", "other"]), min_size
 @settings(max_examples=300, deadline=None)
 @given(steps=STEPS, every=st.integers(1, 7))
 def test_reported_replays_bound_the_true_ones(steps: list[str], every: int) -> None:
-    import pytest
-
     mp = pytest.MonkeyPatch()
     try:
         clock = Clock()
@@ -259,3 +260,68 @@ def test_parameter_layout_stops_where_the_driver_stops_describing() -> None:
         drv.param_info, drv.kernel_info, drv.sizes, drv.info_s = info, None, {}, 0.0
         assert drv.params_of(0xF0) == real, after
     assert ctypes  # the stand-in writes through byref() as the driver writes through pointers
+
+
+def test_a_slow_first_snapshot_is_timed_again_once(monkeypatch: Any) -> None:
+    """A scan whose allocator snapshot is slower than SLOW_SNAPSHOT_S takes a second one right away,
+    once a process: its time tells a first-call cost from a cost of the allocator's state."""
+    alloc = FakeAllocator()
+    delays = [0.02, 0.0, 0.02, 0.02]  # seconds each successive _snapshot() call takes
+    real = alloc._snapshot
+
+    def snapshot() -> dict[str, Any]:
+        time.sleep(delays[alloc.snapshots])
+        out = real()
+        out["segments"] = [{"device": 0, "address": A, "total_size": 4 * SIZE, "segment_pool_id": (0, 0),
+                            "blocks": [{"size": 4 * SIZE, "state": "inactive"}]}]
+        return out
+
+    monkeypatch.setattr(alloc, "_snapshot", snapshot)
+    monkeypatch.setattr(mod, "SLOW_SNAPSHOT_S", 0.01)
+    monkeypatch.setattr(mod, "graph_pointers", lambda raw, lo, hi: ([], {"kernels": 0}))
+    watch = mod.InputWatch(100)
+    watch.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(memory=alloc))
+    watch.history = "on"
+    watch.on_graph(0, 0xE0, None, None, 0, None)
+    watch.on_graph(1, 0xE1, None, None, 0, None)
+    first, second = watch.graphs[0].scan, watch.graphs[1].scan
+    assert alloc.snapshots == 3  # the slow first one, its retiming, the second graph's (slow, not retimed)
+    assert first["first_snapshot"] is True and second["first_snapshot"] is False
+    assert first["phases_us"]["snapshot"] >= 20_000 > first["phases_us"]["snapshot_again"]
+    assert "snapshot_again" not in second["phases_us"] and second["phases_us"]["snapshot"] >= 20_000
+
+
+def _fake_torch(monkeypatch: Any, initialized: bool) -> tuple[Any, list[dict[str, Any]]]:
+    """``torch`` and ``torch.cuda`` in sys.modules: the calls to the allocator's history are kept."""
+    history: list[dict[str, Any]] = []
+    cuda = types.ModuleType("torch.cuda")
+    cuda.is_initialized = lambda: initialized  # type: ignore[attr-defined]
+    cuda._lazy_init = lambda: None  # type: ignore[attr-defined]
+    cuda.CUDAGraph = fake_graph_class()  # type: ignore[attr-defined]
+    cuda.memory = types.SimpleNamespace(_record_memory_history=lambda **k: history.append(k))  # type: ignore[attr-defined]
+    torch = types.ModuleType("torch")
+    torch.cuda = cuda  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.cuda", cuda)
+    return cuda, history
+
+
+@pytest.mark.parametrize("initialized", [False, True])
+def test_checks_off_touch_nothing_of_torch(monkeypatch: Any, initialized: bool) -> None:
+    """--check-inputs 0 (the default): no allocator history, no wrapped _lazy_init or replay; the same
+    fake torch is hooked with the checks on (so the test can tell)."""
+    from cgtool.capture.record.options import RecordOptions
+
+    assert RecordOptions().check_inputs == 0
+    cuda, history = _fake_torch(monkeypatch, initialized)
+    lazy, replay = cuda._lazy_init, cuda.CUDAGraph.replay
+    mod.InputWatch(RecordOptions().check_inputs).install()
+    assert (cuda._lazy_init, cuda.CUDAGraph.replay, history) == (lazy, replay, [])
+    mod.InputWatch(100).install()
+    assert cuda.CUDAGraph.replay is not replay
+    if initialized:
+        assert history and history[0]["stacks"] == "python"
+    else:
+        assert cuda._lazy_init is not lazy and history == []
+        cuda._lazy_init()
+        assert history and cuda._lazy_init is lazy

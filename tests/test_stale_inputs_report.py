@@ -194,11 +194,17 @@ def _marker(program: str, marker: str) -> int:
     raise AssertionError(marker)
 
 
+#: Cases whose recording tests/data lacks, and why.
+NOT_RECORDED = {"freed": "the H200 run of scripts/gpu/stale_inputs.sh crashed in stale_freed.py before its capture "
+                         "(an annotation named torch.CUDAGraph, fixed since); not recorded again yet"}
+
+
 @pytest.mark.parametrize("case", sorted(REAL))
 def test_real_recording_of_a_bug_program(case: str) -> None:
     folder = Path(__file__).parent / "data" / f"record_stale_{case}"
     if not (folder / "index.json.gz").exists():
-        pytest.skip(f"{folder.name} is recorded on the GPU machine by scripts/gpu/stale_inputs.sh (not here yet)")
+        pytest.skip(NOT_RECORDED.get(case, f"{folder.name} is recorded on the GPU machine by "
+                                           "scripts/gpu/stale_inputs.sh (not here yet)"))
     program, kind = REAL[case]
     s = summarize(load_tree(folder))
     [j] = summary_json(s)["stale_inputs"]
@@ -212,6 +218,22 @@ def test_real_recording_of_a_bug_program(case: str) -> None:
     # the summary computed here from the files is the one `cgtool record --json` printed there
     there = json.loads((folder / "summary.json").read_text())
     assert [x["sentence"] for x in there["stale_inputs"]] == [j["sentence"]]
+
+
+def test_real_recording_of_a_correct_program_has_no_finding() -> None:
+    """inputs_inplace.py updates its static input in place (``x.copy_``) and makes new batches on its
+    LINE_ALLOC: recorded with the checks on, its one graph is checked and nothing is reported."""
+    folder = Path(__file__).parent / "data" / "record_stale_inputs_inplace"
+    if not (folder / "index.json.gz").exists():
+        pytest.skip(f"{folder.name} is recorded on the GPU machine by scripts/gpu/stale_inputs.sh (not here yet)")
+    raw = json.loads(gzip.decompress(next(folder.glob("p*/index.json.gz")).read_bytes()))
+    [g] = raw["graphs"]
+    assert g["inputs"]["checked"] is True and g["inputs"]["external_blocks"] > 0 and g["inputs"]["findings"] == []
+    assert raw["input_checks"]["checks"] > 0 and raw["input_checks"]["errors"] == []
+    s = summarize(load_tree(folder))
+    assert summary_json(s)["stale_inputs"] == []
+    assert any("No graph read memory its program had freed (1 of 1 graph(s) checked)" in f for f in s.findings)
+    assert json.loads((folder / "summary.json").read_text())["stale_inputs"] == []
 
 
 def test_kept_alive_rebind_in_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ for spec in stale_rebind stale_rebind:--free stale_freed inputs_inplace server_r
   p=$name${args:+_free}
   rm -rf "$OUT/rec_$p"
   mkdir -p "$OUT/rec_$p.run"
-  ( cd tests/programs && timeout 120 python3 -m cgtool record -o "$OUT/rec_$p" --json "$OUT/$p.json" -- python3 $name.py $args ) > "$OUT/rec_$p.run/stdout.txt" 2> "$OUT/rec_$p.run/stderr.txt"
+  ( cd tests/programs && timeout 120 python3 -m cgtool record --check-inputs 100 -o "$OUT/rec_$p" --json "$OUT/$p.json" -- python3 $name.py $args ) > "$OUT/rec_$p.run/stdout.txt" 2> "$OUT/rec_$p.run/stderr.txt"
   rc=$?; echo $rc > "$OUT/rec_$p.run/exit_code.txt"; cat "$OUT/rec_$p.run/stdout.txt" "$OUT/rec_$p.run/stderr.txt" > "$OUT/$p.log"
   echo "== $p rc=$rc"
   python3 - "$OUT/rec_$p" <<'PY'

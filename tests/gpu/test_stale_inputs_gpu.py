@@ -28,9 +28,9 @@ def _record(tmp_path: Path, program: str, *args: str) -> dict:
     pytest.importorskip("cupti")
     out, js = tmp_path / "rec", tmp_path / "summary.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-m", "cgtool", "record", "-o", str(out), "--json", str(js), "--",
-                        sys.executable, program, *args], capture_output=True, text=True, env=env, cwd=PROGRAMS,
-                       timeout=400)
+    p = subprocess.run([sys.executable, "-m", "cgtool", "record", "--check-inputs", "100", "-o", str(out),
+                        "--json", str(js), "--", sys.executable, program, *args],
+                       capture_output=True, text=True, env=env, cwd=PROGRAMS, timeout=400)
     assert p.returncode == 0, p.stderr[-3000:]
     doc: dict = json.loads(js.read_text())
     return doc

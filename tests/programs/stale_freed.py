@@ -8,7 +8,7 @@ import _graphcount
 HIDDEN = 4096
 
 
-def capture(w: torch.Tensor) -> tuple[torch.CUDAGraph, torch.Tensor]:
+def capture(w: torch.Tensor) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
     x = torch.randn(4, HIDDEN, device="cuda", dtype=torch.float16)  # LINE_ALLOC
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())

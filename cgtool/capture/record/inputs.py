@@ -5,7 +5,9 @@ program frees one of those buffers after the capture (it rebinds the input, ``x 
 it meant ``x.copy_(next_batch())``; a temporary dies when the capturing helper returns), every later
 replay reads whatever the caching allocator puts there next. Nothing fails.
 
-What :class:`InputWatch` does, in every recorded process that imports torch:
+What :class:`InputWatch` does, in every recorded process that imports torch, with ``--check-inputs N``
+(N > 0; off by default, when the recorder makes none: the first graph's scan took seconds on an H200,
+docs/performance.md):
 
 * **Allocation stacks.** Once torch initialises CUDA (``torch.cuda._lazy_init``, wrapped once), the
   allocator's history is turned on (``torch.cuda.memory._record_memory_history``: every allocation
@@ -28,9 +30,10 @@ after the free; the replays concerned are bounded by the checks around the free 
 ran between the last replay before the free and the first after it). Frees after a graph's last
 replay (teardown) are not findings. What is sampled: the checks, never the events (the history keeps
 every allocation and free; when its ring overflows between two checks, the block's state in the
-snapshot still tells a freed or reused block, without the stack that freed it). Whether an external
-block's *contents* were written between replays is not tracked: a tensor kept alive but never
-updated (a rebind that leaves the old tensor referenced) is not reported.
+snapshot still tells a freed or reused block, without the stack that freed it). A tensor kept alive
+but never updated (a rebind that leaves the old tensor referenced) is found from its contents: when
+the line that allocated an external block makes new tensors of its size after the capture, the block
+is read back around sampled replays, and one nothing writes between them is reported as ``stale``.
 
 Graphs launched other than through ``torch.cuda.CUDAGraph.replay`` (a raw ``cudaGraphLaunch``) are
 not checked: their entry says so.
@@ -71,6 +74,10 @@ SCAN_BUDGET_S = 0.25
 #: many seconds in all and more than CAPTURE_SHARE of the run so far.
 CAPTURE_BUDGET_S = 2.0
 CAPTURE_SHARE = 0.05
+#: A scan whose allocator snapshot took longer than this takes a second one right away, once a
+#: process, and records its time (``phases_us.snapshot_again``): a one-time cost of the first call
+#: shows as a fast second one, a cost of the allocator's state as a slow one.
+SLOW_SNAPSHOT_S = 0.5
 #: User frames kept per allocation or free site.
 STACK_FRAMES = 4
 #: Frames examined for the names of the capture's tensors, and locals per container.
@@ -429,6 +436,8 @@ class InputWatch:
         #: then, since a CUDA call from here could invalidate another thread's capture
         self.capturing: Any = lambda: False
         self.throttled_s = 0.0  # the longest pause the periodic checks took after one (CHECK_SHARE)
+        self.snapshots = 0  # torch.cuda.memory._snapshot() calls made so far
+        self._snapshot_retimed = False  # a slow snapshot was timed again (SLOW_SNAPSHOT_S)
 
     def reset_after_fork(self) -> None:
         """In a forked child: the parent's graphs are not the child's."""
@@ -436,6 +445,7 @@ class InputWatch:
         self._by_size, self.skipped, self.t0 = {}, {}, time.perf_counter()
         self.lock = threading.RLock()
         self.checks, self.check_s, self.capture_s, self.replays_total, self.unmatched_replays = 0, 0.0, 0.0, 0, 0
+        self.snapshots, self._snapshot_retimed = 0, False
         self.errors = []
 
     # ---------------------------------------------------------------------- install
@@ -567,8 +577,19 @@ class InputWatch:
                                  f"their bound (CAPTURE_BUDGET_S, CAPTURE_SHARE of the run)")
             return
         try:
+            first = self.snapshots == 0
             snap = torch.cuda.memory._snapshot()
+            self.snapshots += 1
             t_snap = time.perf_counter()
+            snap_us = int((t_snap - t0) * 1e6)
+            again_us = None
+            if t_snap - t0 > SLOW_SNAPSHOT_S and not self._snapshot_retimed:
+                self._snapshot_retimed = True
+                snap = torch.cuda.memory._snapshot()
+                self.snapshots += 1
+                t_again = time.perf_counter()
+                again_us = int((t_again - t_snap) * 1e6)
+                t_snap = t_again
             self._read_events(snap, device, capture=True)
             starts, ends, segs = [], [], []
             for s in snap.get("segments", []):
@@ -639,9 +660,12 @@ class InputWatch:
                     if b.site_key is not None:
                         self._by_size.setdefault((device, b.size), []).append((st, b))
             st.scan_s = time.perf_counter() - t0
-            st.scan["phases_us"] = {"snapshot": int((t_snap - t0) * 1e6), "events": int((t_ev - t_snap) * 1e6),
+            st.scan["phases_us"] = {"snapshot": snap_us, "events": int((t_ev - t_snap) * 1e6),
                                     "pointers": int((t_ptr - t_ev) * 1e6), "names": int(t_names * 1e6),
                                     "events_in_ring": sum(len(x) for x in snap.get("device_traces") or [])}
+            st.scan["first_snapshot"] = first  # the process's first _snapshot() call
+            if again_us is not None:
+                st.scan["phases_us"]["snapshot_again"] = again_us
         except Exception as e:
             self._error("capture", e)
         finally:
@@ -663,6 +687,7 @@ class InputWatch:
         t0 = time.perf_counter()
         try:
             snap = torch.cuda.memory._snapshot()
+            self.snapshots += 1
             now = _now_us()
             with self.lock:
                 live = [st for st in self.graphs.values() if not st.destroyed]
