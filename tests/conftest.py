@@ -51,6 +51,13 @@ def _count_starts() -> None:
         os.fork = counted(os.fork)
 
 
+# matplotlib (the `report` extra) builds its font cache on first use by running `fc-list`: build it
+# now, before any test counts the processes it starts.
+try:
+    import matplotlib.font_manager  # noqa: F401
+except ImportError:
+    pass
+
 _count_starts()
 
 
