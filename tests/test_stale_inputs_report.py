@@ -37,19 +37,27 @@ def frames(path: Path, line: int) -> list[dict[str, Any]]:
     return [{"filename": str(path), "line": line, "name": "main"}]
 
 
-def play(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, free_before: int | None, replays: int = 40,
-         reuse: bool = True) -> dict[str, Any]:
-    """One graph reading ``x``; ``x`` freed before replay ``free_before`` (and its memory taken by
-    ``logits``); checks before every replay. The recorder's entry for the graph."""
+def fake_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int) -> tuple[Path, dict[str, float],
+                                                                               list[dict[str, Any]], Any]:
+    """The program file, a settable clock, the allocator's event list and an ``InputWatch(every)``
+    whose torch is a stand-in reading that list: what each test below plays a recording with."""
     prog = tmp_path / "serve.py"
     prog.write_text("".join(PROGRAM))
     t = {"now": 1000.0}
     monkeypatch.setattr(mod, "_now_us", lambda: t["now"])
     monkeypatch.setattr(mod, "CHECK_SHARE", float("inf"))
     events: list[dict[str, Any]] = []
-    watch = mod.InputWatch(1)
+    watch = mod.InputWatch(every)
     watch.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(memory=types.SimpleNamespace(
         _snapshot=lambda: {"segments": [], "device_traces": [list(events)]})))
+    return prog, t, events, watch
+
+
+def play(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, free_before: int | None, replays: int = 40,
+         reuse: bool = True) -> dict[str, Any]:
+    """One graph reading ``x``; ``x`` freed before replay ``free_before`` (and its memory taken by
+    ``logits``); checks before every replay. The recorder's entry for the graph."""
+    prog, t, events, watch = fake_watch(tmp_path, monkeypatch, 1)
 
     class CUDAGraph:
         def raw_cuda_graph_exec(self) -> int:
@@ -239,15 +247,7 @@ def test_real_recording_of_a_correct_program_has_no_finding() -> None:
 def test_kept_alive_rebind_in_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The rebind that keeps the old tensor: its line makes a new tensor before every replay, nothing
     writes the captured one; the summary names the line and the replays (all 40)."""
-    prog = tmp_path / "serve.py"
-    prog.write_text("".join(PROGRAM))
-    t = {"now": 1000.0}
-    monkeypatch.setattr(mod, "_now_us", lambda: t["now"])
-    monkeypatch.setattr(mod, "CHECK_SHARE", float("inf"))
-    events: list[dict[str, Any]] = []
-    watch = mod.InputWatch(100)
-    watch.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(memory=types.SimpleNamespace(
-        _snapshot=lambda: {"segments": [], "device_traces": [list(events)]})))
+    prog, t, events, watch = fake_watch(tmp_path, monkeypatch, 100)
     monkeypatch.setattr(watch, "_hash", lambda b: 42)  # never written
 
     class CUDAGraph:
