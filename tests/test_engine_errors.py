@@ -157,6 +157,12 @@ def _enter_stream(cur, stream):
 @pytest.fixture(autouse=True)
 def fake_originals(monkeypatch):
     monkeypatch.setattr(eng, "_ORIGINALS", {"CUDAGraph": FakeTorchGraph, "graph_pool_handle": lambda: (0, 1)})
+    yield
+    # A failed capture leaves the engine's finalizer on the (fake) MemPool class until a pool dies:
+    # each test starts with torch's class and clean routing, as a fresh process does.
+    eng._unguard_mempool_class()
+    eng._ROUTE_SUSPECTS.clear()
+    eng._ROUTE_STATE.update(unsure=False, torch=None)
 
 
 def make(keep_graph=False, torch=None, **fake):
@@ -529,6 +535,110 @@ def test_a_mempool_dying_while_torch_begins_the_capture_is_parked(monkeypatch, b
         assert alloc.aborts == [] and (0, 85) not in alloc.freed  # parked while the capture runs
         g.capture_end()
     assert alloc.aborts == [] and alloc.recording == [] and (0, 85) in alloc.freed
+
+
+def _leave_a_route_open(alloc, pool_id):
+    """What the GPU showed (engine_states seeds 731, 1616, 1662 on torch 2.11): after a failed capture
+    into a pool, torch's allocator still had a routing entry for it once no capture was underway."""
+    alloc.recording.append(pool_id)
+
+
+@pytest.fixture
+def failed_into_mempool(monkeypatch):
+    """A capture into a MemPool fails (graph ``a``); a second capture into it succeeds (graph ``b``)."""
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    a, b = make(torch=torch, fail_end=True), make(torch=torch)
+    mp = DtorPool(alloc, (0, 70))
+    a.capture_begin(pool=mp, capture_error_mode="thread_local")
+    with pytest.raises(RuntimeError, match="previous error during capture"):
+        a.capture_end()
+    assert alloc.recording == []  # the engine ended the failed capture's routing
+    b.capture_begin(pool=mp)
+    b.capture_end()
+    return SimpleNamespace(torch=torch, alloc=alloc, a=a, b=b, pools=[mp])
+
+
+@pytest.mark.parametrize("how", ["del", "reset_then_del"])
+def test_a_route_left_open_after_a_failed_capture_never_aborts_a_mempool_destructor(failed_into_mempool, how):
+    # The shrunk killer: a failed capture into a MemPool, a later capture into it, both graphs reset,
+    # then the MemPool dropped with no capture underway. torch's ~MemPool asserts that no routing
+    # entry is open (captures_underway.empty()): the engine ends what is left before it runs.
+    f = failed_into_mempool
+    _leave_a_route_open(f.alloc, (0, 70))
+    if how == "reset_then_del":
+        f.b.reset()
+        f.a.reset()
+        with pytest.raises(RuntimeError, match="without a preceding successful capture"):
+            f.a.replay()
+        f.a.reset()
+    else:  # the failed graph dropped with the MemPool, as a process tearing a sequence down does
+        f.b.reset()
+        f.a = None
+    f.pools.clear()
+    gc.collect()
+    assert f.alloc.aborts == [] and f.alloc.recording == [] and (0, 70) in f.alloc.freed
+
+
+def test_a_route_left_open_on_another_pool_is_ended_before_any_mempool_dies(monkeypatch):
+    # ~MemPool asserts that no entry is open for ANY pool: a failed capture's own pool (a
+    # graph_pool_handle) left routed kills the process when an unrelated MemPool dies.
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    g = make(torch=torch, fail_end=True)
+    g.capture_begin()  # pool (0, 1), from graph_pool_handle
+    with pytest.raises(RuntimeError, match="previous error during capture"):
+        g.capture_end()
+    _leave_a_route_open(alloc, (0, 1))
+    box = [DtorPool(alloc, (0, 71))]
+    box.clear()
+    assert alloc.aborts == [] and alloc.recording == [] and (0, 71) in alloc.freed
+
+
+def test_a_mempool_parked_during_a_capture_after_a_failure_dies_with_no_route_open(monkeypatch):
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    bad, good = make(torch=torch, fail_end=True), make(torch=torch)
+    bad.capture_begin()
+    with pytest.raises(RuntimeError, match="previous error during capture"):
+        bad.capture_end()
+    good.capture_begin(pool=(0, 5))
+    _leave_a_route_open(alloc, (0, 1))
+    box = [DtorPool(alloc, (0, 72))]
+    box.clear()
+    gc.collect()
+    assert (0, 72) not in alloc.freed  # parked: a capture is underway
+    good.capture_end()
+    assert alloc.aborts == [] and alloc.recording == [] and (0, 72) in alloc.freed
+
+
+def test_the_mempool_class_is_torchs_again_once_no_route_can_be_left(monkeypatch):
+    # After a failure the guard stays on the class until a MemPool death has ended what was left;
+    # the next capture that ends then gives torch its class back.
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    g = make(torch=torch, fail_end=True)
+    g.capture_begin()
+    with pytest.raises(RuntimeError):
+        g.capture_end()
+    assert "__del__" in DtorPool.__dict__  # still guarded: a route may be left open
+    box = [DtorPool(alloc, (0, 73))]
+    box.clear()
+    ok = make(torch=torch)
+    ok.capture_begin()
+    ok.capture_end()
+    assert "__del__" not in DtorPool.__dict__ and eng._ROUTE_SUSPECTS == {}
+    assert alloc.aborts == [] and alloc.recording == []
+
+
+def test_a_route_of_a_capture_underway_is_never_ended_by_the_guard(monkeypatch):
+    torch, alloc = torch_with_dtor_pools(monkeypatch)
+    bad, good = make(torch=torch, fail_end=True), make(torch=torch)
+    bad.capture_begin()
+    with pytest.raises(RuntimeError):
+        bad.capture_end()
+    good.capture_begin(pool=(0, 6))
+    box = [DtorPool(alloc, (0, 74))]
+    box.clear()  # parked: the capture's routing stays
+    assert alloc.recording == [(0, 6)]
+    good.capture_end()
+    assert alloc.recording == [] and alloc.aborts == []
 
 
 @pytest.mark.parametrize("fails_at", ["capture_begin", "capture_end"])

@@ -303,6 +303,7 @@ class Graph:
         # Registered before torch routes allocations to the pool: from then on, a MemPool whose
         # last reference goes (gc can run at any allocation) is parked, not destroyed.
         self._capture_key = _watch_pools_entered(torch, self)
+        _note_route(device, pool_id)
         try:
             self._g.capture_begin(pool_id, capture_error_mode=mode)
         except Exception as e:
@@ -419,9 +420,10 @@ class Graph:
         self._state = GraphState.ABORTED
         if self._capture_stream is not None:
             _end_stream_capture(torch, self._capture_stream)
+        _ROUTE_STATE["unsure"] = True  # see _end_leftover_routes
         if self._capture_pool is not None:
             device, pool_id = self._capture_pool
-            _end_allocate_to_pool(torch, device, pool_id)
+            _end_routes(torch, device, pool_id)
             _release_pool(torch, device, pool_id)
         self._capture_stream = None
         self._unwatch()  # only now: until the routing ended, a MemPool destructor would abort
@@ -443,9 +445,10 @@ class Graph:
             # abort ("The graph should be registered to the state"). Kept for the process's life.
             _UNDESTROYABLE.append(self._g)
         if "already recording to mempool_id" in message:
-            _release_pool(torch, device, pool_id)
+            _release_pool(torch, device, pool_id)  # the routing open is another capture's: left alone
         elif "beginAllocateToPool" not in message and "default stream" not in message:
-            _end_allocate_to_pool(torch, device, pool_id)
+            _ROUTE_STATE["unsure"] = True  # see _end_leftover_routes
+            _end_routes(torch, device, pool_id)
             _release_pool(torch, device, pool_id)
         self._unwatch()  # after the routing ended (see capture_begin)
         _leave_rng_capture_mode(torch)
@@ -599,6 +602,7 @@ class Graph:
             return
         torch = self._torch
         dev = torch.cuda.current_device() if device is None else torch.cuda._get_device_index(device)
+        _note_route(int(dev), pool_id)
         if _incref_pool(torch, int(dev), pool_id):
             self._pool_refs.append((int(dev), pool_id))
         self._pools.append(pool_id)
@@ -732,15 +736,85 @@ def _end_stream_capture(torch: Any, stream: Any) -> None:
         pass  # no bindings: the stream stays capturing, as on torch alone
 
 
-def _end_allocate_to_pool(torch: Any, device: int, pool_id: Any) -> None:
-    """End allocation to the pool of a capture that failed (torch 2.11's capture_end raises first)."""
+def _end_allocate_to_pool(torch: Any, device: int, pool_id: Any) -> bool:
+    """End allocation to the pool of a capture that failed (torch 2.11's capture_end raises first).
+
+    False when no routing to the pool was open (torch got as far as ending it itself) or torch lacks
+    the binding.
+    """
     end = getattr(torch._C, "_cuda_endAllocateToPool", None)
     if end is None:
-        return
+        return False
     try:
         end(device, pool_id)
     except RuntimeError:
-        pass  # torch got as far as ending it itself
+        return False  # "endAllocatePool: not currently recording to mempool_id"
+    return True
+
+
+def _end_routes(torch: Any, device: int, pool_id: Any) -> int:
+    """End every routing of allocations to the pool that torch's allocator has open; how many.
+
+    torch's ``endAllocateToPool`` ends one entry per call and raises when none is left. Bounded,
+    so a binding that never raises cannot spin.
+    """
+    ended = 0
+    while ended < 16 and _end_allocate_to_pool(torch, device, pool_id):
+        ended += 1
+    return ended
+
+
+#: (device, pool id) of every pool an engine capture routed allocations to since torch's routing
+#: was last known clean (an ordered set, the newest last; at most _ROUTE_SUSPECTS_MAX).
+_ROUTE_SUSPECTS: dict[tuple[int, Any], None] = {}
+_ROUTE_SUSPECTS_MAX = 256
+#: "unsure": an engine capture failed since the leftover routes were last ended (the MemPool class
+#: keeps the engine's finalizer until they are); "torch": the torch module the finalizer ends them on.
+_ROUTE_STATE: dict[str, Any] = {"unsure": False, "torch": None}
+
+
+def _note_route(device: int, pool_id: Any) -> None:
+    """An engine capture is about to route allocations to this pool (or retains it as a side pool)."""
+    try:
+        key = (int(device), tuple(pool_id))
+    except TypeError:
+        return
+    _ROUTE_SUSPECTS.pop(key, None)
+    _ROUTE_SUSPECTS[key] = None
+    while len(_ROUTE_SUSPECTS) > _ROUTE_SUSPECTS_MAX:
+        del _ROUTE_SUSPECTS[next(iter(_ROUTE_SUSPECTS))]
+
+
+def _end_leftover_routes(torch: Any = None, pool_id: Any = None) -> None:
+    """No engine capture is underway: end every routing torch's allocator left open for the pools
+    engine captures used (and ``pool_id``'s, a MemPool about to be destroyed).
+
+    torch 2.11's MemPool destructor asserts that no routing is open for ANY pool
+    (``captures_underway.empty()`` INTERNAL ASSERT, the process aborts). After a failed capture the
+    engine ends the capture's routing at once; on the GPU (engine_states seeds 731, 1616 and 1662,
+    torch 2.11) an entry was still open later, after a second capture into the same MemPool, both
+    graphs reset and no capture underway. So once a capture has failed, before any MemPool dies (or
+    the engine lets one go) every such pool's routing is ended. Only then: with no capture underway
+    an open entry can only be a leftover, and any entry at that moment would abort the process.
+    """
+    if _CAPTURING or not _ROUTE_STATE["unsure"]:
+        return
+    torch = torch if torch is not None else _ROUTE_STATE["torch"]
+    if torch is None:
+        return
+    keys = list(_ROUTE_SUSPECTS)
+    if pool_id is not None:
+        try:
+            keys.append((int(torch.cuda.current_device()), tuple(pool_id)))
+        except Exception:
+            pass
+    for device, pid in keys:
+        try:
+            _end_routes(torch, device, pid)
+        except Exception:  # a finalizer may run at interpreter exit: never raise
+            pass
+    _ROUTE_SUSPECTS.clear()
+    _ROUTE_STATE["unsure"] = False
 
 
 #: Per device: the stream of the empty capture that takes the RNG generator out of capture mode.
@@ -848,6 +922,10 @@ def _park_mempool(pool: Any) -> None:
     if _CAPTURING:
         _PARKED.append((pool, original))  # resurrects it: destroyed by _release_parked_pools()
         return
+    try:
+        _end_leftover_routes(pool_id=getattr(pool, "id", None))  # the destructor asserts none is open
+    except Exception:  # a finalizer, possibly at interpreter exit: never raise
+        pass
     if original is not None:
         original(pool)
 
@@ -876,6 +954,7 @@ def _release_parked_pools() -> None:
     """
     if _CAPTURING or not (_PARKED or _HELD or _FINALIZED):
         return
+    _end_leftover_routes()  # the parked pools' destructors assert that no routing is open
     parked = list(_PARKED)
     _PARKED.clear()
     for entry in parked:
@@ -938,15 +1017,8 @@ def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
     """
     key = _stream_key(torch)
     _CAPTURING[key] = weakref.ref(g)
-    cls = getattr(torch.cuda, "MemPool", None)
-    if cls is not None and "cls" not in _MEMPOOL_DEL and isinstance(cls, type):
-        had, own = "__del__" in cls.__dict__, cls.__dict__.get("__del__")
-        try:
-            setattr(cls, "__del__", _park_mempool)  # noqa: B010 (a class attribute mypy cannot see)
-        except (TypeError, AttributeError):
-            pass  # a class that takes no attribute: its pools are destroyed as on torch alone
-        else:
-            _MEMPOOL_DEL.update(cls=cls, had=had, **{"del": own})
+    _ROUTE_STATE["torch"] = torch
+    _guard_mempool_class(torch)
     mem: Any = getattr(torch.cuda, "memory", None)
     original = getattr(mem, "use_mem_pool", None)
     if "torch" in _USE_MEM_POOL or original is None:
@@ -989,17 +1061,42 @@ def _watch_pools_entered(torch: Any, g: "Graph") -> tuple[int, int]:
     return key
 
 
+def _guard_mempool_class(torch: Any) -> None:
+    """Give ``torch.cuda.MemPool`` the engine's finalizer (:func:`_park_mempool`), once."""
+    cls = getattr(torch.cuda, "MemPool", None)
+    if cls is None or not isinstance(cls, type) or _MEMPOOL_DEL.get("cls") is cls:
+        return
+    _unguard_mempool_class()  # another torch's class (a test's fake): give it back first
+    had, own = "__del__" in cls.__dict__, cls.__dict__.get("__del__")
+    try:
+        setattr(cls, "__del__", _park_mempool)  # noqa: B010 (a class attribute mypy cannot see)
+    except (TypeError, AttributeError):
+        pass  # a class that takes no attribute: its pools are destroyed as on torch alone
+    else:
+        _MEMPOOL_DEL.update(cls=cls, had=had, **{"del": own})
+
+
+def _unguard_mempool_class() -> None:
+    """Give the MemPool class its own ``__del__`` back (or none, as torch 2.11's has)."""
+    if "cls" not in _MEMPOOL_DEL:
+        return
+    cls, had, original_del = _MEMPOOL_DEL.pop("cls"), _MEMPOOL_DEL.pop("had"), _MEMPOOL_DEL.pop("del")
+    if had:
+        setattr(cls, "__del__", original_del)  # noqa: B010
+    else:
+        delattr(cls, "__del__")
+
+
 def _unwatch_pools_entered(torch: Any, key: tuple[int, int]) -> None:
     """The capture registered under ``key`` is over; the last one puts torch's ``use_mem_pool`` back."""
     _CAPTURING.pop(key, None)
     if _CAPTURING:
         return
-    if "cls" in _MEMPOOL_DEL:
-        cls, had, original_del = _MEMPOOL_DEL.pop("cls"), _MEMPOOL_DEL.pop("had"), _MEMPOOL_DEL.pop("del")
-        if had:
-            setattr(cls, "__del__", original_del)  # noqa: B010
-        else:
-            delattr(cls, "__del__")
+    if not _ROUTE_STATE["unsure"]:
+        # No capture failed since routing was last known clean: torch ended every routing the
+        # engine's captures opened, and MemPools may die with torch's own destructor again.
+        _ROUTE_SUSPECTS.clear()
+        _unguard_mempool_class()
     if "torch" not in _USE_MEM_POOL:
         return
     original, stand_in = _USE_MEM_POOL.pop("torch"), _USE_MEM_POOL.pop("engine")
