@@ -40,7 +40,10 @@ capture_end (failed)            torch 2.11 raises and leaves allocation routed t
                                 use counted and the RNG generator in capture mode; the engine ends all
                                 three at once (else empty_cache frees nothing, the next MemPool
                                 destructor aborts the process, eager CUDA RNG raises). Refused on a
-                                stream other than the capture's (torch would raise mid-way).
+                                stream other than the capture's (torch would raise mid-way). After
+                                one, MemPool keeps the engine's finalizer until a MemPool dies: with
+                                no capture underway, it ends every routing torch left open for the
+                                engine's pools first (torch 2.11's destructor aborts on any).
 reset                           releases the pools retained by ``pools()``; during a capture, ends it
                                 on its stream first (torch 2.11 leaves the stream capturing).
 raw_cuda_graph, debug_dump      without a template: RuntimeError "No cudaGraph_t is available ..."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything issue #36 asks of the engine on the GPU machine, in one call (docs/engine.md):
+# The engine's whole GPU check, in one call (docs/engine.md):
 #   (a) PyTorch's failed-capture and nested-use_mem_pool tests in one process (engine_pair.py), and
 #   (c) random call sequences on the engine and on torch alone (engine_states.py) -- both through
 #       scripts/gpu/engine_states.sh; beside them, in parallel:
