@@ -309,16 +309,16 @@ def _fake_torch(monkeypatch: Any, initialized: bool) -> tuple[Any, list[dict[str
 
 @pytest.mark.parametrize("initialized", [False, True])
 def test_checks_off_touch_nothing_of_torch(monkeypatch: Any, initialized: bool) -> None:
-    """--check-inputs 0: no allocator history, no wrapped _lazy_init or replay; the same fake torch is
-    hooked with the checks on (the default, so the test can tell)."""
+    """--check-inputs 0 (the default): no allocator history, no wrapped _lazy_init or replay; the same
+    fake torch is hooked with the checks on (so the test can tell)."""
     from cgtool.capture.record.options import RecordOptions
 
-    assert RecordOptions().check_inputs > 0 and RecordOptions(check_inputs=0).check_inputs == 0
+    assert RecordOptions().check_inputs == 0
     cuda, history = _fake_torch(monkeypatch, initialized)
     lazy, replay = cuda._lazy_init, cuda.CUDAGraph.replay
-    mod.InputWatch(RecordOptions(check_inputs=0).check_inputs).install()
-    assert (cuda._lazy_init, cuda.CUDAGraph.replay, history) == (lazy, replay, [])
     mod.InputWatch(RecordOptions().check_inputs).install()
+    assert (cuda._lazy_init, cuda.CUDAGraph.replay, history) == (lazy, replay, [])
+    mod.InputWatch(100).install()
     assert cuda.CUDAGraph.replay is not replay
     if initialized:
         assert history and history[0]["stacks"] == "python"
@@ -401,3 +401,24 @@ def test_inductor_placeholder_serves_other_threads(monkeypatch: Any) -> None:
     torch2.cuda = types.SimpleNamespace(memory=types.SimpleNamespace(_snapshot=snapshot))  # type: ignore[attr-defined]
     mod.allocator_snapshot(torch2)
     assert vars(torch2)["_inductor"] is real
+
+
+def test_ledger_snapshot_does_not_import_inductor(monkeypatch: Any) -> None:
+    """The memory ledger at exit reads the segments through the same guarded snapshot (with the
+    history on, torch.cuda.memory_snapshot() would symbolize and import Inductor)."""
+    from cgtool.capture.record.ledger import ledger
+
+    imported: list[str] = []
+    torch, asked = _lazy_torch(monkeypatch, imported)
+    seg = {"segment_pool_id": (1, 2), "total_size": 4096}
+    torch.cuda.memory._snapshot = lambda: (asked.append(hasattr(torch, "_inductor")  # type: ignore[attr-defined]
+                                                        and hasattr(torch._inductor, "codecache"))
+                                           or {"segments": [seg], "device_traces": [[]]})
+    torch.cuda.memory_snapshot = lambda: pytest.fail("the unguarded snapshot")  # type: ignore[attr-defined]
+    torch.cuda.is_initialized = lambda: True  # type: ignore[attr-defined]
+    torch.cuda.max_memory_reserved = lambda: 8192  # type: ignore[attr-defined]
+    torch.cuda.memory_reserved = lambda: 4096  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    doc = ledger([])
+    assert doc is not None and doc.error is None and doc.bytes_held_by_graph_pools == 4096
+    assert (asked, imported) == ([False], [])

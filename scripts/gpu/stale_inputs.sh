@@ -1,16 +1,17 @@
 #!/bin/bash
 # The input checks of `cgtool record` on the GPU machine, in one invocation (about 4-5 minutes on an H100):
 # the snapshot probe (benchmarks/probe_snapshot_first.py), every program of tests/programs/ that the
-# checks concern (two bugs, three correct, the serving runner) recorded at the default --check-inputs,
+# checks concern (two bugs, three correct, the serving runner) recorded at --check-inputs 100,
 # the verdict on each (scripts/gpu/stale_verdict.py: OK/FAIL lines), and the serving benchmark
-# (benchmarks/bench_record_inputs.py: bare, --check-inputs 0 and the default 100, fresh processes
+# (benchmarks/bench_record_inputs.py: bare, --check-inputs 0 and 100, fresh processes
 # alternating, 3 rounds).
 # Usage (from the worktree root, PYTHONPATH set): bash scripts/gpu/stale_inputs.sh OUTDIR
 # NO_PROBE=1 / NO_BENCH=1 leave the probe / the benchmark out; CHECK_INPUTS=N records the programs at
-# --check-inputs N instead of the default.
+# --check-inputs N instead of 100 (CHECK_INPUTS= : at cgtool record's default).
 # The bug programs' recordings are packed into OUTDIR/data/record_stale_* (scripts/pack_recordings.py's
 # layout), the files tests/data/record_stale_* hold: copy them there.
 OUT=${1:-/tmp/stale}
+CI=${CHECK_INPUTS-100}
 mkdir -p "$OUT"
 T0=$SECONDS
 if [ -z "$NO_PROBE" ]; then
@@ -36,7 +37,7 @@ for spec in stale_rebind stale_rebind:--free stale_freed inputs_inplace server_r
   rm -rf "$OUT/rec_$p"
   mkdir -p "$OUT/rec_$p.run"
   t=$SECONDS
-  ( cd tests/programs && timeout 120 python3 -m cgtool record ${CHECK_INPUTS:+--check-inputs $CHECK_INPUTS} -o "$OUT/rec_$p" --json "$OUT/$p.json" -- python3 $name.py $args ) > "$OUT/rec_$p.run/stdout.txt" 2> "$OUT/rec_$p.run/stderr.txt"
+  ( cd tests/programs && timeout 120 python3 -m cgtool record ${CI:+--check-inputs $CI} -o "$OUT/rec_$p" --json "$OUT/$p.json" -- python3 $name.py $args ) > "$OUT/rec_$p.run/stdout.txt" 2> "$OUT/rec_$p.run/stderr.txt"
   rc=$?; echo $rc > "$OUT/rec_$p.run/exit_code.txt"; cat "$OUT/rec_$p.run/stdout.txt" "$OUT/rec_$p.run/stderr.txt" > "$OUT/$p.log"
   echo "== $p rc=$rc ($((SECONDS - t)) s)"
   python3 - "$OUT/rec_$p" <<'PY'
