@@ -97,9 +97,9 @@ for ln in open(sys.argv[1]):
             sum(1 for ph in x.get("capture_phases_us") or [] if ph)))
 if os.path.exists(sys.argv[2]):
     d = json.load(open(sys.argv[2]))
-    for k in ("wall_s_median", "wall_ratio_vs_bare", "serving_slowdown_vs_bare", "checks_capture_s_median",
+    for k in ("wall_s_median", "wall_ratio_vs_bare", "wall_ratio_vs_checks_off", "serving_slowdown_vs_bare", "checks_capture_s_median",
               "checks_check_s_median"):
-        print("  %s: %s" % (k, {m: round(v, 3) for m, v in d[k].items()}))
+        print("  %s: %s" % (k, {m: round(v, 3) for m, v in d.get(k, {}).items()}))
     print("  device:", d.get("device"))
 PY
   echo "   (all done at $((SECONDS - T0)) s)"

@@ -6,8 +6,7 @@ it meant ``x.copy_(next_batch())``; a temporary dies when the capturing helper r
 replay reads whatever the caching allocator puts there next. Nothing fails.
 
 What :class:`InputWatch` does, in every recorded process that imports torch, with ``--check-inputs N``
-(N > 0; off by default, when the recorder makes none: the first graph's scan took seconds on an H200,
-docs/performance.md):
+(N > 0; off by default, when the recorder makes none: docs/performance.md says why):
 
 * **Allocation stacks.** Once torch initialises CUDA (``torch.cuda._lazy_init``, wrapped once), the
   allocator's history is turned on (``torch.cuda.memory._record_memory_history``: every allocation
@@ -16,7 +15,8 @@ docs/performance.md):
   template graph is alive): every kernel node's parameters are scanned for device pointers
   (``cuFuncGetParamInfo`` gives each parameter's size; every 8-byte word of a parameter is a pointer
   candidate, so pointers inside structs count), memset and memcpy nodes give their addresses, and
-  each pointer is mapped to a block of the allocator's snapshot. Blocks of a private pool (the graph's
+  each pointer is mapped to a block of the allocator's snapshot (:func:`allocator_snapshot`: torch's,
+  without the import of ``torch._inductor`` its symbolizer would make). Blocks of a private pool (the graph's
   own memory, cudagraph trees' managed outputs) are not inputs; active blocks of the default pool are
   the graph's *external* blocks, each with its size, its allocation site, and a name and shape where
   a local of the capturing code holds the tensor.
