@@ -49,6 +49,9 @@ def summarize(rows: dict[str, list[dict]]) -> dict:
         "wall_s_median": {m: med(x["wall_s"] for x in r) for m, r in rows.items()},
         "wall_ratio_vs_bare": {m: med(x["wall_s"] for x in r) / med(x["wall_s"] for x in rows["bare"])
                                for m, r in rows.items()},
+        # the checks' own cost: each recorded mode against the recorded run with the checks off
+        "wall_ratio_vs_checks_off": {m: med(x["wall_s"] for x in r) / med(x["wall_s"] for x in rows["every0"])
+                                     for m, r in rows.items() if m != "bare" and rows.get("every0")},
         "checks_capture_s_median": {m: med((x.get("input_checks") or {}).get("capture_s") or 0.0 for x in r)
                                     for m, r in rows.items() if m != "bare"},
         "checks_check_s_median": {m: med((x.get("input_checks") or {}).get("check_s") or 0.0 for x in r)

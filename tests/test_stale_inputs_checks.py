@@ -5,6 +5,7 @@ history, checks at the sampled replays. What the checks report is compared with 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import types
 from typing import Any
@@ -325,3 +326,99 @@ def test_checks_off_touch_nothing_of_torch(monkeypatch: Any, initialized: bool) 
         assert cuda._lazy_init is not lazy and history == []
         cuda._lazy_init()
         assert history and cuda._lazy_init is lazy
+
+
+def _lazy_torch(monkeypatch: Any, imported: list[str]) -> tuple[Any, list[bool]]:
+    """A ``torch`` whose module ``__getattr__`` imports ``_inductor`` lazily (torch/__init__.py's
+    ``_lazy_modules``: the import is noted, and a module with ``codecache`` comes back, kept as torch's
+    attribute) and whose
+    ``_snapshot()`` asks what torch's symbolizer asks (combined_traceback.cpp, appendSymbolized):
+    ``hasattr(torch, "_inductor")``, then ``hasattr(torch._inductor, "codecache")``."""
+    torch = types.ModuleType("torch")
+    asked: list[bool] = []
+
+    def lazy(name: str) -> Any:
+        if name == "_inductor":
+            imported.append(name)
+            real = types.ModuleType("torch._inductor")
+            real.codecache = "the real codecache"  # type: ignore[attr-defined]
+            vars(torch)[name] = real  # as an import sets its parent package's attribute
+            return real
+        raise AttributeError(name)
+
+    def snapshot() -> dict[str, Any]:
+        asked.append(hasattr(torch, "_inductor") and hasattr(torch._inductor, "codecache"))
+        return {"segments": [], "device_traces": [[]]}
+
+    torch.__getattr__ = lazy  # type: ignore[attr-defined]
+    torch.cuda = types.SimpleNamespace(memory=types.SimpleNamespace(_snapshot=snapshot))  # type: ignore[attr-defined]
+    monkeypatch.delitem(sys.modules, "torch._inductor", raising=False)
+    return torch, asked
+
+
+def test_snapshot_does_not_import_inductor(monkeypatch: Any) -> None:
+    """The snapshot's symbolizer sees no ``codecache`` and nothing is imported; afterwards torch is as
+    before (its lazy attribute still imports); with Inductor loaded, the symbolizer sees the real one."""
+    imported: list[str] = []
+    torch, asked = _lazy_torch(monkeypatch, imported)
+    assert mod.allocator_snapshot(torch) == {"segments": [], "device_traces": [[]]}
+    assert (asked, imported) == ([False], [])
+    assert "_inductor" not in vars(torch)
+    assert torch._inductor.codecache == "the real codecache" and imported == ["_inductor"]
+    # the unguarded call is what imported it: the same fake, asked directly
+    imported.clear()
+    torch2, asked2 = _lazy_torch(monkeypatch, imported)
+    torch2.cuda.memory._snapshot()
+    assert (asked2, imported) == ([True], ["_inductor"])
+    # loaded already (an attribute of torch): used as it is
+    torch3, asked3 = _lazy_torch(monkeypatch, imported)
+    torch3._inductor = types.SimpleNamespace(codecache="loaded")
+    mod.allocator_snapshot(torch3)
+    assert asked3 == [True] and torch3._inductor.codecache == "loaded"
+
+
+def test_inductor_placeholder_serves_other_threads(monkeypatch: Any) -> None:
+    """Another thread meeting the placeholder during a snapshot gets the real module's attributes; the
+    snapshotting thread gets none; a real import meanwhile is kept after the snapshot."""
+    real = types.ModuleType("torch._inductor")
+    real.config = "real config"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch._inductor", real)
+    torch = types.ModuleType("torch")
+    stand_in = mod._InductorPlaceholder(torch)
+    got: list[Any] = []
+    t = threading.Thread(target=lambda: got.append(getattr(stand_in, "config", None)))
+    t.start()
+    t.join()
+    assert got == ["real config"] and not hasattr(stand_in, "config")
+
+    monkeypatch.delitem(sys.modules, "torch._inductor")
+    torch2 = types.ModuleType("torch")
+
+    def snapshot() -> dict[str, Any]:  # another thread imports torch._inductor while the snapshot runs
+        torch2._inductor = real  # type: ignore[attr-defined]
+        return {}
+
+    torch2.cuda = types.SimpleNamespace(memory=types.SimpleNamespace(_snapshot=snapshot))  # type: ignore[attr-defined]
+    mod.allocator_snapshot(torch2)
+    assert vars(torch2)["_inductor"] is real
+
+
+def test_ledger_snapshot_does_not_import_inductor(monkeypatch: Any) -> None:
+    """The memory ledger at exit reads the segments through the same guarded snapshot (with the
+    history on, torch.cuda.memory_snapshot() would symbolize and import Inductor)."""
+    from cgtool.capture.record.ledger import ledger
+
+    imported: list[str] = []
+    torch, asked = _lazy_torch(monkeypatch, imported)
+    seg = {"segment_pool_id": (1, 2), "total_size": 4096}
+    torch.cuda.memory._snapshot = lambda: (asked.append(hasattr(torch, "_inductor")  # type: ignore[attr-defined]
+                                                        and hasattr(torch._inductor, "codecache"))
+                                           or {"segments": [seg], "device_traces": [[]]})
+    torch.cuda.memory_snapshot = lambda: pytest.fail("the unguarded snapshot")  # type: ignore[attr-defined]
+    torch.cuda.is_initialized = lambda: True  # type: ignore[attr-defined]
+    torch.cuda.max_memory_reserved = lambda: 8192  # type: ignore[attr-defined]
+    torch.cuda.memory_reserved = lambda: 4096  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    doc = ledger([])
+    assert doc is not None and doc.error is None and doc.bytes_held_by_graph_pools == 4096
+    assert (asked, imported) == ([False], [])

@@ -202,17 +202,11 @@ def _marker(program: str, marker: str) -> int:
     raise AssertionError(marker)
 
 
-#: Cases whose recording tests/data lacks, and why.
-NOT_RECORDED = {"freed": "the H200 run of scripts/gpu/stale_inputs.sh crashed in stale_freed.py before its capture "
-                         "(an annotation named torch.CUDAGraph, fixed since); not recorded again yet"}
-
-
 @pytest.mark.parametrize("case", sorted(REAL))
 def test_real_recording_of_a_bug_program(case: str) -> None:
     folder = Path(__file__).parent / "data" / f"record_stale_{case}"
     if not (folder / "index.json.gz").exists():
-        pytest.skip(NOT_RECORDED.get(case, f"{folder.name} is recorded on the GPU machine by "
-                                           "scripts/gpu/stale_inputs.sh (not here yet)"))
+        pytest.skip(f"{folder.name} is recorded on the GPU machine by scripts/gpu/stale_inputs.sh (not here yet)")
     program, kind = REAL[case]
     s = summarize(load_tree(folder))
     [j] = summary_json(s)["stale_inputs"]

@@ -6,8 +6,7 @@ it meant ``x.copy_(next_batch())``; a temporary dies when the capturing helper r
 replay reads whatever the caching allocator puts there next. Nothing fails.
 
 What :class:`InputWatch` does, in every recorded process that imports torch, with ``--check-inputs N``
-(N > 0; off by default, when the recorder makes none: the first graph's scan took seconds on an H200,
-docs/performance.md):
+(N > 0; off by default, when the recorder makes none: docs/performance.md says why):
 
 * **Allocation stacks.** Once torch initialises CUDA (``torch.cuda._lazy_init``, wrapped once), the
   allocator's history is turned on (``torch.cuda.memory._record_memory_history``: every allocation
@@ -16,7 +15,8 @@ docs/performance.md):
   template graph is alive): every kernel node's parameters are scanned for device pointers
   (``cuFuncGetParamInfo`` gives each parameter's size; every 8-byte word of a parameter is a pointer
   candidate, so pointers inside structs count), memset and memcpy nodes give their addresses, and
-  each pointer is mapped to a block of the allocator's snapshot. Blocks of a private pool (the graph's
+  each pointer is mapped to a block of the allocator's snapshot (:func:`allocator_snapshot`: torch's,
+  without the import of ``torch._inductor`` its symbolizer would make). Blocks of a private pool (the graph's
   own memory, cudagraph trees' managed outputs) are not inputs; active blocks of the default pool are
   the graph's *external* blocks, each with its size, its allocation site, and a name and shape where
   a local of the capturing code holds the tensor.
@@ -47,6 +47,7 @@ import linecache
 import sys
 import threading
 import time
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,6 +254,51 @@ def _extra_words(extra: int) -> list[int]:
             sp = arr[k + 1]
             size = _U64.from_address(sp).value if sp else 0
     return _words(buf, size) if buf and size else []
+
+
+# ------------------------------------------------------------------------------ the snapshot
+class _InductorPlaceholder(types.ModuleType):
+    """``torch._inductor`` while :func:`allocator_snapshot` runs in a process that never loaded it.
+
+    The snapshot's symbolizer asks ``hasattr(torch, "_inductor")`` and then
+    ``hasattr(torch._inductor, "codecache")``; to the snapshotting thread this answers no to the second
+    (no Inductor code ran, so no generated frames to expand). Any other thread that meets it in that
+    window gets the real module's attributes (imported then, as torch's own lazy ``__getattr__`` would)."""
+
+    def __init__(self, torch: Any) -> None:
+        super().__init__("torch._inductor")
+        self._cgtool_torch = torch
+        self._cgtool_thread = threading.get_ident()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_cgtool_") or threading.get_ident() == self.__dict__.get("_cgtool_thread"):
+            raise AttributeError(name)
+        import importlib
+
+        return getattr(importlib.import_module("torch._inductor"), name)
+
+
+def allocator_snapshot(torch: Any) -> dict[str, Any]:
+    """``torch.cuda.memory._snapshot()``, without importing ``torch._inductor`` into the program.
+
+    The snapshot turns each recorded Python stack into frames (torch's
+    ``torch/csrc/profiler/python/combined_traceback.cpp``, ``appendSymbolized``), and first asks
+    ``hasattr(torch, "_inductor")`` to find the frames of Inductor's generated code. ``torch`` answers
+    attributes it lacks with its module ``__getattr__``, which imports its lazy submodules
+    (``_dynamo``, ``_inductor``, ...): in a program that never compiled, the first snapshot imported
+    Inductor (Dynamo, sympy, ...), seconds inside the first graph's instantiation, and changed the
+    program's modules. While ``torch._inductor`` is not loaded, a placeholder
+    (:class:`_InductorPlaceholder`) stands in for it during the call, then goes."""
+    d = vars(torch)
+    if "_inductor" in d or "torch._inductor" in sys.modules:
+        return torch.cuda.memory._snapshot()  # type: ignore[no-any-return]
+    stand_in = _InductorPlaceholder(torch)
+    d["_inductor"] = stand_in
+    try:
+        return torch.cuda.memory._snapshot()  # type: ignore[no-any-return]
+    finally:
+        if d.get("_inductor") is stand_in:  # an import of the real one meanwhile replaced it: keep that
+            del d["_inductor"]
 
 
 # ------------------------------------------------------------------------------------ sites
@@ -578,14 +624,14 @@ class InputWatch:
             return
         try:
             first = self.snapshots == 0
-            snap = torch.cuda.memory._snapshot()
+            snap = allocator_snapshot(torch)
             self.snapshots += 1
             t_snap = time.perf_counter()
             snap_us = int((t_snap - t0) * 1e6)
             again_us = None
             if t_snap - t0 > SLOW_SNAPSHOT_S and not self._snapshot_retimed:
                 self._snapshot_retimed = True
-                snap = torch.cuda.memory._snapshot()
+                snap = allocator_snapshot(torch)
                 self.snapshots += 1
                 t_again = time.perf_counter()
                 again_us = int((t_again - t_snap) * 1e6)
@@ -686,7 +732,7 @@ class InputWatch:
             return
         t0 = time.perf_counter()
         try:
-            snap = torch.cuda.memory._snapshot()
+            snap = allocator_snapshot(torch)
             self.snapshots += 1
             now = _now_us()
             with self.lock:

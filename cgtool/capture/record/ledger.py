@@ -17,6 +17,7 @@ import msgspec
 from cgtool.artifacts.recording import (GraphEntry, GraphInputs, GraphMemory, InputChecks, MemoryLedger, PoolBytes,
                                         TracedLaunch as LaunchEntry)
 from cgtool.capture.record import attribution
+from cgtool.capture.record.inputs import allocator_snapshot
 
 if TYPE_CHECKING:
     from cgtool.capture.record.tracker import GraphRecord, TracedLaunch
@@ -28,7 +29,10 @@ def ledger(graphs: list[GraphRecord]) -> MemoryLedger | None:
     try:
         if torch is None or not torch.cuda.is_initialized():
             return None
-        segs = torch.cuda.memory_snapshot()
+        # not torch.cuda.memory_snapshot(): with the allocator history on (--check-inputs), its frames
+        # are symbolized, and torch's symbolizer imports torch._inductor (seconds) in a program that
+        # never compiled; allocator_snapshot() keeps it out
+        segs = allocator_snapshot(torch)["segments"]
         peak = int(torch.cuda.max_memory_reserved())
         reserved = int(torch.cuda.memory_reserved())
     except Exception as e:

@@ -135,8 +135,8 @@ CLI: tuple[CliOption, ...] = (
     CliOption(("--check-inputs",), "check_inputs", "int>=0",
               "Check that the memory each graph reads is still the tensor it was captured with (not freed, not "
               "reused): before each graph's first two replays, before every N-th replay of the process, and at "
-              "the end (100 is a good N). Off by default (0): the checks turn on torch's allocator history, and "
-              "the first graph's scan took 3.8-5.9 s on an H200 (docs/performance.md)."),
+              "the end (100 is a good N). Off by default (0: torch's allocator history stays off, nothing is "
+              "wrapped); docs/performance.md has what the checks cost."),
     CliOption(("--json",), "json_out", "path",
               "Also write the summary's answers as JSON (`-`: standard output): its findings, and each graph that "
               "read memory its program freed."),
