@@ -1060,7 +1060,8 @@ def test_cuda_input_in_the_capture_pool_is_not_tracked(source):
             return next((s["segment_pool_id"] for s in (seg, other) if s["address"] <= ptr < s["address"] + s["total_size"]), (0, 0))
 
         c._cuda_getBlockMempoolId = block_pool
-    torch = SimpleNamespace(_C=c, cuda=SimpleNamespace(memory_snapshot=lambda: [seg, other]))
+    snapshot = SimpleNamespace(_snapshot=lambda: {"segments": [seg, other]})
+    torch = SimpleNamespace(_C=c, cuda=SimpleNamespace(memory=snapshot))
     tr = tracker(torch, (0, pool))
     shared = FakeTensor(0x10_0400)  # made by an earlier capture into the same pool
     outside = FakeTensor(0x80_0400)
@@ -1069,7 +1070,8 @@ def test_cuda_input_in_the_capture_pool_is_not_tracked(source):
 
 
 def test_the_default_pool_id_is_never_a_capture_pool():
-    torch = SimpleNamespace(_C=SimpleNamespace(), cuda=SimpleNamespace(memory_snapshot=lambda: pytest.fail("no snapshot needed")))
+    no_snapshot = SimpleNamespace(_snapshot=lambda: pytest.fail("no snapshot needed"))
+    torch = SimpleNamespace(_C=SimpleNamespace(), cuda=SimpleNamespace(memory=no_snapshot))
     tr = tracker(torch, (0, (0, 0)))
     tr.observe("aten::neg", [FakeTensor(0x1000)], [FakeTensor(0x2000)], capturing=True)
     assert sorted(tr.external_inputs) == [0x1000]

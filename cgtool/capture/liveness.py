@@ -244,8 +244,12 @@ def _pool_spans(torch: Any, pools: Sequence[Any]) -> list[tuple[int, int, int]]:
     wanted = {tuple(p) for p in pools if p is not None}
     if not wanted:
         return []
+    # The guarded snapshot: torch's own would import torch._inductor (seconds) in a program that
+    # never compiled, when the allocator records history.
+    from cgtool.capture.record.inputs import allocator_snapshot
+
     spans = []
-    for seg in torch.cuda.memory_snapshot():
+    for seg in allocator_snapshot(torch)["segments"]:
         if tuple(seg.get("segment_pool_id", ())) in wanted:
             start = int(seg["address"])
             spans.append((int(seg["device"]), start, start + int(seg["total_size"])))
