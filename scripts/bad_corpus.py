@@ -323,8 +323,8 @@ def small(c: Corpus) -> None:
             c.add(d.name, "ranks", kind, "refuse", f"rank 1's file is {tag}")
 
 
-def big(c: Corpus) -> None:
-    """Cases too big to check in: made at test time."""
+def big(c: Corpus, *, bombs: bool = True) -> None:
+    """Cases too big to check in: made at test time (the gzip bombs too, unless ``bombs`` is false)."""
     deep = b"[" * 100_000 + b"]" * 100_000
     c.add("deep_array.json", "nesting", "graph", "refuse", "arrays 100,000 deep", deep)
     c.add("deep_object.json", "nesting", "graph", "refuse", "objects 100,000 deep",
@@ -342,20 +342,8 @@ def big(c: Corpus) -> None:
     k = g.index(b'"cgtool": {') + len(b'"cgtool": {')
     c.add("deep_in_meta.json", "nesting", "graph", "refuse", "objects 100,000 deep in the cgtool block",
           g[:k] + b'"deep": ' + b'{"a":' * 100_000 + b"1" + b"}" * 100_000 + b", " + g[k:])
-    # gzip bombs: one member of 1 GiB of zeros; 64 members of 160 MiB of spaces after a JSON start
-    co = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    member = co.compress(b"\0" * (160 << 20)) + co.flush()
-    c.add("bomb_zeros.json.gz", "bombs", "trace", "refuse", "10 GiB of zeros (64 gzip members)", member * 64)
-    co = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    block = b" " * (1 << 24)
-    c.add("bomb_single.json.gz", "bombs", "trace", "refuse", "1 GiB of spaces inside a trace, one gzip member (4.7 MB)",
-          co.compress(b'{"traceEvents": [') + b"".join(co.compress(block) for _ in range(64)) + co.flush())
-    co = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    member = co.compress(b" " * (160 << 20)) + co.flush()
-    c.add("bomb_spaces.json.gz", "bombs", "graph", "refuse", "10 GiB of spaces after '{' (64 gzip members)",
-          gzip.compress(b'{"nodes": ', mtime=0) + member * 64)
-    c.add("bomb_trace.json.gz", "bombs", "trace", "refuse", "10 GiB of spaces inside a trace (64 gzip members)",
-          gzip.compress(b'{"traceEvents": [', mtime=0) + member * 64)
+    if bombs:
+        gzip_bombs(c)
     # wide graphs: 30,000 independent nodes joined at one end (fan-in), and at the other (fan-out)
     for tag, n in (("fanin", 30_000), ("fanout", 30_000)):
         nodes = []
@@ -375,6 +363,30 @@ def big(c: Corpus) -> None:
                                            "dependents": [i + 1] if i < n - 1 else []} for i in range(n)]})
     c.graph("graph_name_5mb.json", "long_names", "accept", "a 5 MB templated kernel name",
             lambda g: g["nodes"][0].update(kernel_name="_Z1fI" + "N1aIiEE" * 700_000 + "Evv"))
+
+
+def gzip_bombs(c: Corpus, *, members: int = 64, member_mib: int = 160, single_mib: int = 1024) -> None:
+    """Gzip bombs: ``members`` gzip members of ``member_mib`` MiB of zeros; of spaces after a JSON
+    start (a graph, a trace); ``single_mib`` MiB of spaces inside a trace in one member. The
+    defaults make 10 GiB (64 x 160 MiB) and 1 GiB; smaller ones still pass the default cap (64x the
+    compressed size, at least 256 MiB) when they decompress to more than 256 MiB."""
+    total = f"{members * member_mib / 1024:.3g} GiB" if members * member_mib >= 1024 else f"{members * member_mib} MiB"
+    co = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    member = co.compress(b"\0" * (member_mib << 20)) + co.flush()
+    c.add("bomb_zeros.json.gz", "bombs", "trace", "refuse", f"{total} of zeros ({members} gzip members)",
+          member * members)
+    co = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = b" " * (1 << 24)
+    single = (co.compress(b'{"traceEvents": [') + b"".join(co.compress(block) for _ in range(single_mib // 16))
+              + co.flush())
+    c.add("bomb_single.json.gz", "bombs", "trace", "refuse", f"{single_mib} MiB of spaces inside a trace, one gzip "
+          f"member ({len(single) / 1e6:.2g} MB)", single)
+    co = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    member = co.compress(b" " * (member_mib << 20)) + co.flush()
+    c.add("bomb_spaces.json.gz", "bombs", "graph", "refuse", f"{total} of spaces after '{{' ({members} gzip members)",
+          gzip.compress(b'{"nodes": ', mtime=0) + member * members)
+    c.add("bomb_trace.json.gz", "bombs", "trace", "refuse", f"{total} of spaces inside a trace ({members} gzip members)",
+          gzip.compress(b'{"traceEvents": [', mtime=0) + member * members)
 
 
 def main(argv: list[str]) -> None:

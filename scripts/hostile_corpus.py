@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bad_corpus as bc  # noqa: E402
@@ -60,8 +60,10 @@ def _rss(pid: int) -> int:
 
 
 def run(repo: Path, args: list[str], cwd: Path, *, as_limit: int | None = None,
-        feed: tuple[Path, bytes] | None = None, send: tuple[float, int] | None = None) -> dict[str, Any]:
-    """One run of `python -m cgtool ARGS`; ``send`` = (seconds, signal): sent to the process then."""
+        feed: tuple[Path, bytes] | None = None, send: tuple[float, int] | None = None,
+        send_on: bytes = b"") -> dict[str, Any]:
+    """One run of `python -m cgtool ARGS`; ``send`` = (seconds, signal): sent to the process then,
+    or as soon as its stderr shows ``send_on`` (when given)."""
     env = {**os.environ, "PYTHONPATH": str(repo), "COLUMNS": "120", "PYTHONHASHSEED": "0"}
     env.pop("GITHUB_STEP_SUMMARY", None)
 
@@ -89,7 +91,7 @@ def run(repo: Path, args: list[str], cwd: Path, *, as_limit: int | None = None,
 
     def drain(src: Any, dst: list[bytes]) -> None:
         total = 0
-        for chunk in iter(lambda: src.read(1 << 16), b""):
+        for chunk in iter(lambda: src.read1(1 << 16), b""):  # what has come, not a full 64 KiB
             if total < 4 << 20:
                 dst.append(chunk)
             total += len(chunk)
@@ -100,7 +102,7 @@ def run(repo: Path, args: list[str], cwd: Path, *, as_limit: int | None = None,
     killed = ""
     peak = 0
     while p.poll() is None:
-        if send is not None and time.monotonic() - t0 > send[0]:
+        if send is not None and (time.monotonic() - t0 > send[0] or send_on and send_on in b"".join(err_chunks)):
             os.kill(p.pid, send[1])
             send = None
         peak = max(peak, _rss(p.pid))
@@ -203,8 +205,9 @@ def special_cases(corpus: Path, ref: dict[str, Path]) -> list[dict[str, Any]]:
     for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
         for args, what in ((["deps", str(lone_in)], "an input FIFO without a writer"),
                            (["topo", g, "--json", str(lone_out), "--force"], "an output FIFO without a reader")):
+            # sent once cgtool says it is waiting (after half a second blocked in open), else after 5 s
             cases.append({"class": "signals", "expect": f"exit {code}", "why": f"{sig.name} on {what}", "args": args,
-                          "send": (2.0, sig), "guard": []})
+                          "send": (5.0, sig), "send_on": b"waiting for a ", "guard": []})
     return cases
 
 
@@ -214,6 +217,64 @@ def big_special_cases(corpus: Path) -> list[dict[str, Any]]:
     return [{"class": "bombs_raised", "expect": "refuse", "why": f"{name} with --max-bytes 20000000000",
              "args": [cmd, str(corpus / name), "--max-bytes", "20000000000"], "as_limit": 3 << 30, "guard": []}
             for name, cmd in (("bomb_spaces.json.gz", "topo"), ("bomb_zeros.json.gz", "deps"))]
+
+
+def prepare_special(corpus: Path) -> None:
+    """What the special cases read, guard or must not create, made in ``corpus``: copies of the
+    reference files, a stale SVG, the FIFOs and a dangling link."""
+    shutil.copy(bc.GRAPH, corpus / "copy_graph.json")
+    shutil.copy(bc.TRACE, corpus / "copy_trace.json.gz")
+    shutil.copy(bc.BENCH, corpus / "copy_bench.json")
+    (corpus / "r.svg").write_text("<svg/>")
+    for name in ("in.fifo", "lone_in.fifo", "lone_out.fifo"):
+        os.mkfifo(corpus / name)
+    (corpus / "dangling.json").symlink_to(corpus / "nowhere" / "x.json")
+
+
+def check(j: dict[str, Any], ref: dict[str, Path], corpus: Path,
+          runner: Callable[[dict[str, Any]], dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """Run job ``j`` through ``runner`` (a dict as ``run`` returns) and list what the contract
+    forbids that the run did (names from KEYS); the guarded copies are restored afterwards."""
+    guard = [*j.get("guard", []), ref["graph"], bc.GRAPH, bc.TRACE, bc.BENCH]
+    before = digest(guard)
+    r = runner(j)
+    after = digest(guard)
+    err = r["stderr"].decode(errors="replace")
+    bad: list[str] = []
+    codes = (int(j["expect"].split()[1]),) if j["expect"].startswith("exit ") else (0, 1, 2, 4)
+    if r["killed"]:
+        bad.append("over")
+    elif r["rc"] not in codes or "Traceback" in err or "internal error" in err:
+        bad.append("internal")
+    elif j["expect"] == "refuse" and r["rc"] == 0 and "warning" not in err.lower():
+        bad.append("silent")
+    elif j["expect"] == "accept" and r["rc"] not in (0, 1):
+        bad.append("refused_valid")
+    if before != after or any(p.exists() for p in j.get("must_not_exist", [])):
+        bad.append("overwritten")
+    for p in j.get("must_not_exist", []):
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+    if RAW_CONTROL.search(r["stdout"] + r["stderr"]):
+        bad.append("raw_ctrl")
+    if LONG_NUMBER.search(r["stdout"] + r["stderr"]):
+        bad.append("long_number")
+    if j["args"][0] == "dot" and r["rc"] == 0 and "-o" not in j["args"] and shutil.which("nop"):
+        # graphviz's nop parses the DOT without a layout (a NUL or a string over 16 kB fails it)
+        chk = subprocess.run(["nop"], input=r["stdout"], capture_output=True, timeout=120)
+        if chk.returncode != 0:
+            bad.append("bad_dot")
+    # restore guarded copies that a run may have overwritten, so that later runs see the originals
+    for src, dst in ((bc.GRAPH, corpus / "copy_graph.json"), (bc.TRACE, corpus / "copy_trace.json.gz"),
+                     (bc.BENCH, corpus / "copy_bench.json")):
+        if dst.is_file() and dst.read_bytes() != src.read_bytes():
+            shutil.copy(src, dst)
+    if (corpus / "copy_graph.json").is_dir():
+        shutil.rmtree(corpus / "copy_graph.json")
+        shutil.copy(bc.GRAPH, corpus / "copy_graph.json")
+    return r, bad
 
 
 def main() -> None:
@@ -233,14 +294,7 @@ def main() -> None:
     ref_graph = corpus / "ref_graph.json"
     ref_graph.write_text(json.dumps(bc._trace()["cgtool"]["graphs"][0]))
     ref = {"graph": ref_graph, "trace": bc.TRACE, "bench": bc.BENCH}
-    shutil.copy(bc.GRAPH, corpus / "copy_graph.json")
-    shutil.copy(bc.TRACE, corpus / "copy_trace.json.gz")
-    shutil.copy(bc.BENCH, corpus / "copy_bench.json")
-    (corpus / "r.svg").write_text("<svg/>")
-    os.mkfifo(corpus / "in.fifo")
-    os.mkfifo(corpus / "lone_in.fifo")
-    os.mkfifo(corpus / "lone_out.fifo")
-    (corpus / "dangling.json").symlink_to(corpus / "nowhere" / "x.json")
+    prepare_special(corpus)
     work = tmp / "work"
     work.mkdir()
     only = set(filter(None, a.only.split(",")))
@@ -265,52 +319,16 @@ def main() -> None:
     findings: list[dict[str, Any]] = []
     t_start = time.monotonic()
     for j in jobs:
-        guard = [*j.get("guard", []), ref["graph"], bc.GRAPH, bc.TRACE, bc.BENCH]
-        before = digest(guard)
-        r = run(repo, j["args"], work, as_limit=j.get("as_limit"), feed=j.get("feed"), send=j.get("send"))
-        after = digest(guard)
-        err = r["stderr"].decode(errors="replace")
+        r, bad = check(j, ref, corpus, lambda j: run(repo, j["args"], work, as_limit=j.get("as_limit"), feed=j.get("feed"),
+                                                     send=j.get("send"), send_on=j.get("send_on", b"")))
         row = rows.setdefault(j["class"], {k: 0 for k in KEYS})
         row["runs"] += 1
-        bad: list[str] = []
-        codes = (int(j["expect"].split()[1]),) if j["expect"].startswith("exit ") else (0, 1, 2, 4)
-        if r["killed"]:
-            bad.append("over")
-        elif r["rc"] not in codes or "Traceback" in err or "internal error" in err:
-            bad.append("internal")
-        elif j["expect"] == "refuse" and r["rc"] == 0 and "warning" not in err.lower():
-            bad.append("silent")
-        elif j["expect"] == "accept" and r["rc"] not in (0, 1):
-            bad.append("refused_valid")
-        if before != after or any(p.exists() for p in j.get("must_not_exist", [])):
-            bad.append("overwritten")
-        for p in j.get("must_not_exist", []):
-            if p.is_dir():
-                shutil.rmtree(p)
-            elif p.exists():
-                p.unlink()
-        if RAW_CONTROL.search(r["stdout"] + r["stderr"]):
-            bad.append("raw_ctrl")
-        if LONG_NUMBER.search(r["stdout"] + r["stderr"]):
-            bad.append("long_number")
-        if j["args"][0] == "dot" and r["rc"] == 0 and "-o" not in j["args"] and shutil.which("nop"):
-            # graphviz's nop parses the DOT without a layout (a NUL or a string over 16 kB fails it)
-            chk = subprocess.run(["nop"], input=r["stdout"], capture_output=True, timeout=120)
-            if chk.returncode != 0:
-                bad.append("bad_dot")
         for k in bad:
             row[k] += 1
         if bad:
             findings.append({"class": j["class"], "why": j["why"], "args": j["args"], "rc": r["rc"], "secs": r["secs"],
-                             "rss_mb": r["rss"] >> 20, "found": bad, "stderr": err[-400:]})
-        # restore guarded copies that a run may have overwritten, so that later runs see the originals
-        for src, dst in ((bc.GRAPH, corpus / "copy_graph.json"), (bc.TRACE, corpus / "copy_trace.json.gz"),
-                         (bc.BENCH, corpus / "copy_bench.json")):
-            if dst.is_file() and dst.read_bytes() != src.read_bytes():
-                shutil.copy(src, dst)
-        if (corpus / "copy_graph.json").is_dir():
-            shutil.rmtree(corpus / "copy_graph.json")
-            shutil.copy(bc.GRAPH, corpus / "copy_graph.json")
+                             "rss_mb": r["rss"] >> 20, "found": bad,
+                             "stderr": r["stderr"].decode(errors="replace")[-400:]})
     keys = KEYS
     print(f"repo {repo} ({_rev(repo)}), {len(jobs)} runs in {time.monotonic() - t_start:.0f} s")
     print(f"{'class':<16}" + "".join(f"{k:>14}" for k in keys))

@@ -1,6 +1,7 @@
 """deps against real traces from the H200, with expectations computed independently from the raw
 CUPTI records (records.json.gz) and networkx reachability — not from cgtool's analysis."""
 
+import dataclasses
 import gzip
 import json
 from collections import Counter, defaultdict
@@ -58,6 +59,22 @@ def test_classification_matches_independent_computation(data_dir, case):
     assert js["summary"]["true"] == sum(v for (_, _, k), v in want.items() if k == "true")
     assert js["summary"]["fake"] == sum(v for (_, _, k), v in want.items() if k == "fake")
     assert js["summary"]["match"] == "exact" and js["summary"]["lane"] == "channel"
+
+
+def test_the_result_and_the_match_it_carries_are_built_once_and_frozen(data_dir):
+    case = data_dir / "forkjoin_trace_mc1"
+    t = load_trace(case / "trace.json.gz")
+    res = analyze(t, graphs_from_trace(t), tolerance_us=0.5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.notes = []
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.events.verdict = res.events.verdict
+    # the carried match is the completed one: each event's verdict, counted against the raw records
+    want = expected_from_records(case)
+    v = res.events.verdict
+    assert len(v) == len(res.events.ev) and len(res.events.late) == len(res.events.ev)
+    assert int((v == 1).sum()) == sum(n for (_, _, k), n in want.items() if k == "fake") > 0
+    assert int((v == 0).sum()) == sum(n for (_, _, k), n in want.items() if k == "true")
 
 
 def test_default_channels_have_no_fake_dependencies_and_one_channel_has_many(data_dir):

@@ -6,19 +6,22 @@ table's. The words `deps` prints about its inference are checked against the sam
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import re
 import sys
 from collections import defaultdict
 from pathlib import Path
+from types import MappingProxyType
 
 import networkx as nx
 import pytest
 
 #: Every recording analysed twice (with and without its channels): the README's test command runs
-#: it; CI's runs on the other Pythons leave it out (`-m "not slow"`).
-pytestmark = pytest.mark.slow
+#: it; CI's runs on the other Pythons leave it out (`-m "not slow"`). The tests share those analyses
+#: (``_inferred`` is cached), so they run on one pytest-xdist worker (`--dist loadgroup`).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("detection_quality")]
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -98,9 +101,11 @@ def truth_from_records(case: Path, trace_doc: dict) -> dict[tuple[int, int], flo
     return out
 
 
+@functools.cache
 def _inferred(path: Path, keep_setting: bool):
     """cgtool on the stripped trace: (found, cannot tell) as (correlation, tools id) -> µs, joined to
-    the original events by their position in the file."""
+    the original events by their position in the file. Computed once per trace and setting (a
+    recording of 20 replays of 200 small kernels takes seconds) and shared read-only by the tests."""
     doc = _gz(path)
     st, inf = dq._inferred(doc, path, 0.5, keep_setting)
     found, cannot = dq._found(st, inf)
@@ -109,7 +114,8 @@ def _inferred(path: Path, keep_setting: bool):
     def key(seq: int) -> tuple[int, int]:
         a = events[seq]["args"]
         return (a["correlation"], a["graph node id"])
-    return {key(s): w for s, w in found.items()}, {key(s): w for s, w in cannot.items()}, inf
+    return (MappingProxyType({key(s): w for s, w in found.items()}),
+            MappingProxyType({key(s): w for s, w in cannot.items()}), inf)
 
 
 def _pct(v: float | None) -> str:

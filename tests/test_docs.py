@@ -107,26 +107,86 @@ DASH = [
 ]
 
 
+TWO_DASHES = [["deps", TRACE, "--json", "-", "--annotate", "-"],
+              ["bench", "--compare", BENCH, BENCH, "--json", "-", "--save-baseline", "-"]]
+
+#: One process imports cgtool's CLI and what the commands load (the second of a run that is not the
+#: command's own), then forks a child per command: the child's standard output and error are files
+#: (file descriptors 1 and 2), its working folder its own, its exit status read by the parent, which
+#: writes each into its own file.
+_FORKED_CLI = r"""
+import json, os, sys, traceback
+import cgtool.cli.main, cgtool.inspect.deps, cgtool.inspect.views, cgtool.report.html, networkx, numpy
+from cgtool.cli.entry import main
+cases, results = json.loads(sys.argv[1]), sys.argv[2]
+for k, (cwd, argv) in enumerate(cases):
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            os.chdir(cwd)
+            for fd, name in ((1, "out"), (2, "err")):
+                f = os.open(os.path.join(results, f"{k}.{name}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(f, fd)
+                os.close(f)
+            sys.argv = ["cgtool", *argv]
+            try:
+                main(argv)
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    with open(os.path.join(results, f"{k}.rc"), "w") as f:
+        f.write(str(os.waitstatus_to_exitcode(status)))
+"""
+
+
+@pytest.fixture(scope="module")
+def dash_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, ...], tuple[int, str, str, Path]]:
+    """Each command of DASH and TWO_DASHES run as `cgtool ARGV` in a folder of its own: argv ->
+    (exit status, stdout, stderr, folder)."""
+    base = tmp_path_factory.mktemp("dash")
+    results = base / "results"
+    results.mkdir()
+    argvs = [argv for argv, _ in DASH] + TWO_DASHES
+    cases = []
+    for k, argv in enumerate(argvs):
+        (base / str(k)).mkdir()
+        cases.append((str(_workdir(base / str(k))), argv))
+    r = subprocess.run([sys.executable, "-c", _FORKED_CLI, json.dumps(cases), str(results)], cwd=base, env=_env(),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return {tuple(argv): (int((results / f"{k}.rc").read_text()), (results / f"{k}.out").read_text(encoding="utf-8"),
+                          (results / f"{k}.err").read_text(encoding="utf-8"), base / str(k))
+            for k, argv in enumerate(argvs)}
+
+
 @pytest.mark.parametrize("argv,kind", DASH, ids=lambda x: " ".join(x) if isinstance(x, list) else None)
 @pytest.mark.subprocess
-def test_every_output_option_takes_a_dash(argv: list[str], kind: str, tmp_path: Path) -> None:
+@pytest.mark.xdist_group("dash")
+def test_every_output_option_takes_a_dash(argv: list[str], kind: str, dash_runs) -> None:
     """`-` is standard output, and it holds that output alone: tables and notes go to stderr."""
-    p = _run(["cgtool", *argv], _workdir(tmp_path))
-    assert p.returncode == 0, p.stderr
+    rc, out, err, cwd = dash_runs[tuple(argv)]
+    assert rc == 0, err
     if kind == "json":
-        json.loads(p.stdout)
+        json.loads(out)
     else:
-        assert p.stdout.lstrip().startswith(kind), p.stdout[:200]
-    assert sorted(x.name for x in tmp_path.iterdir()) == ["sample_workloads", "tests"]
+        assert out.lstrip().startswith(kind), out[:200]
+    assert sorted(x.name for x in cwd.iterdir()) == ["sample_workloads", "tests"]
 
 
-@pytest.mark.parametrize("argv", [["deps", TRACE, "--json", "-", "--annotate", "-"],
-                                  ["bench", "--compare", BENCH, BENCH, "--json", "-", "--save-baseline", "-"]],
-                         ids=["deps", "bench"])
+@pytest.mark.parametrize("argv", TWO_DASHES, ids=["deps", "bench"])
 @pytest.mark.subprocess
-def test_two_outputs_on_a_dash_are_refused(argv: list[str], tmp_path: Path) -> None:
-    p = _run(["cgtool", *argv], _workdir(tmp_path))
-    assert p.returncode == 2 and "standard output" in p.stderr and not p.stdout, (p.returncode, p.stderr)
+@pytest.mark.xdist_group("dash")
+def test_two_outputs_on_a_dash_are_refused(argv: list[str], dash_runs) -> None:
+    rc, out, err, _ = dash_runs[tuple(argv)]
+    assert rc == 2 and "standard output" in err and not out, (rc, err)
 
 
 # ---------------------------------------------------------------------------------------- README

@@ -306,14 +306,14 @@ def test_without_a_gpu_the_test_skips_with_the_reason(pytester, monkeypatch):
 @pytest.mark.subprocess
 def test_xdist_is_refused(pytester):
     setup_session(pytester)
-    r = run(pytester, "-n", "2", "--cgtool-save", "out.json")
+    r = run(pytester, "-n", "1", "--cgtool-save", "out.json")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "cannot run under pytest-xdist" in r.stderr.str()
-    r = run(pytester, "-n", "2")
+    r = run(pytester, "-n", "1")
     r.assert_outcomes(passed=1, failed=2)
     assert "pytest-xdist runs tests in parallel worker processes" in r.stdout.str()
     # the marker leaves them out of a parallel run
-    run(pytester, "-n", "2", "-m", "not cgtool_bench").assert_outcomes(passed=1)
+    run(pytester, "-n", "1", "-m", "not cgtool_bench").assert_outcomes(passed=1)
 
 
 RESULTS = ROOT / "benchmarks" / "results"

@@ -94,7 +94,7 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
         **{k: v[o] for k, v in waited.items()},
         "estimated_span_us": np.round(est[o], 3), "saving_us": np.round(save[o], 3), "filled": filled[o],
     }
-    _complete_match(m, trace, o, replay, start, end, lane_id, lfirst, tm.ready, inferred, sz, lanes)
+    m = _complete_match(m, trace, o, replay, start, end, lane_id, lfirst, tm.ready, inferred, sz, lanes)
     res = DepsResult(lanes.lane, match, tolerance_us, sz.findings, stats, inferred.waits, sorted(prepared), notes,
                      non_graph_events=m.other, match_groups=serializations.group_summary(m), cost=dict(cost),
                      critical_path_us=tm.median_critical_us, critical_paths=tm.paths, events=m,
@@ -230,20 +230,21 @@ def _replay_order(replay: np.ndarray, start: np.ndarray, n_rep: int) -> np.ndarr
 
 def _complete_match(m: EventMatch, trace: Trace, o: np.ndarray, replay: np.ndarray, start: np.ndarray,
                     end: np.ndarray, lane_id: np.ndarray, lfirst: np.ndarray, ready: np.ndarray,
-                    inferred: waitsmod.Waits, sz: serializations.Serializations, lanes: _Lanes) -> None:
-    """What every later step reads beside the match: each event's replay row, times, lane, readiness,
-    late start and verdict (before the result that carries it is built)."""
+                    inferred: waitsmod.Waits, sz: serializations.Serializations, lanes: _Lanes) -> EventMatch:
+    """The match with what every later step reads beside it: each event's replay row, times, lane,
+    readiness, late start and verdict (the match the result carries)."""
     row = np.empty(len(o), np.int64)
     row[o] = np.arange(len(o))  # dense replay id -> row of the replay table
-    m.replay, m.start, m.end, m.lane_id, m.ready = row[replay], start, end, lane_id, ready
-    m.late = np.zeros(len(m.ev), np.int8)
-    m.late[inferred.b] = 1  # a wait behind unrelated work (WaitKind.BEHIND)
-    m.late[inferred.cannot_b] = 2  # cannot tell (WaitKind.CANNOT_TELL)
-    m.verdict = np.full(len(m.ev), -1, np.int8)
-    m.verdict[sz.b] = sz.kind
+    late = np.zeros(len(m.ev), np.int8)
+    late[inferred.b] = 1  # a wait behind unrelated work (WaitKind.BEHIND)
+    late[inferred.cannot_b] = 2  # cannot tell (WaitKind.CANNOT_TELL)
+    verdict = np.full(len(m.ev), -1, np.int8)
+    verdict[sz.b] = sz.kind
     ev = m.ev
-    m.lane = ["channel 0" if lanes.one_channel else f"channel {int(trace.channel[ev[j]])}"
-              if lanes.lane is Lane.CHANNEL else f"stream {int(trace.stream[ev[j]])}" for j in lfirst.tolist()]
+    lane = ["channel 0" if lanes.one_channel else f"channel {int(trace.channel[ev[j]])}"
+            if lanes.lane is Lane.CHANNEL else f"stream {int(trace.stream[ev[j]])}" for j in lfirst.tolist()]
+    return dataclasses.replace(m, replay=row[replay], start=start, end=end, lane=lane, lane_id=lane_id, ready=ready,
+                               late=late, verdict=verdict)
 
 
 def stated_connections(trace: Trace, given: int | None) -> tuple[int | None, str]:

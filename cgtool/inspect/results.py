@@ -64,12 +64,14 @@ class MatchKind(str, Enum):
     INFERRED = "inferred"  # by launch, kernel name, shape, stream and time (cgtool.inspect.match)
 
 
-@dataclass
+@dataclass(frozen=True)
 class EventMatch:
     """The trace's graph events and what they ran (parallel arrays, one entry per matched event).
 
-    Built once by ``analyzers.matching``; every later step (figures, views, DOT, the report) reads
-    it instead of matching the trace to the graph again."""
+    ``analyzers.matching`` builds the match (``ev`` to ``groups``); ``deps.analyze`` builds, once, the
+    copy its result carries, with each event's replay row, times, lane, readiness, late start and
+    verdict. Every later step (figures, views, DOT, the report) reads it instead of matching the trace
+    to the graph again."""
 
     ev: np.ndarray  # event indices into the trace's columns
     node: np.ndarray  # node index within its graph (inferred: under the first consistent assignment)

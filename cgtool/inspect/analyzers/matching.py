@@ -165,11 +165,11 @@ def inferred_match(trace: Trace, graphs: dict[int, PreparedGraph], tolerance_us:
         notes.append("The search for assignments stopped at its bound for some launches: their counts are "
                      "lower bounds and 'inferred-invariant' holds for the assignments found.")
     notes += mt.notes
-    m = EventMatch(cat(evs), cat(nodes), cat(gids), mt.other, cat(grp), cat(slots), mt.groups)
+    other = mt.other
     unmatched = set(mt.unmatched) | set(mt.other_graph_launches)
     if unmatched:  # events of launches left out are neither graph work analysed nor "other"
-        m.other += int(np.isin(trace.correlation, list(unmatched)).sum())
-    return m, notes
+        other += int(np.isin(trace.correlation, list(unmatched)).sum())
+    return EventMatch(cat(evs), cat(nodes), cat(gids), other, cat(grp), cat(slots), mt.groups), notes
 
 
 def graph_events(trace: Trace, g: GraphData, *, tolerance_us: float = DEFAULT_TOLERANCE_US
