@@ -309,16 +309,17 @@ def _fake_torch(monkeypatch: Any, initialized: bool) -> tuple[Any, list[dict[str
 
 @pytest.mark.parametrize("initialized", [False, True])
 def test_checks_off_touch_nothing_of_torch(monkeypatch: Any, initialized: bool) -> None:
-    """--check-inputs 0 (the default): no allocator history, no wrapped _lazy_init or replay; the same
-    fake torch is hooked with the checks on (so the test can tell)."""
-    from cgtool.capture.record.options import RecordOptions
+    """--check-inputs 0: no allocator history, no wrapped _lazy_init or replay; the same fake torch is
+    hooked with the checks on at the default N (so the test can tell)."""
+    from cgtool.capture.record.options import CLI_BY_NAME, RecordOptions
 
-    assert RecordOptions().check_inputs == 0
+    assert RecordOptions().check_inputs == 100
+    assert "On by default at N = 100" in CLI_BY_NAME["--check-inputs"].help
     cuda, history = _fake_torch(monkeypatch, initialized)
     lazy, replay = cuda._lazy_init, cuda.CUDAGraph.replay
-    mod.InputWatch(RecordOptions().check_inputs).install()
+    mod.InputWatch(0).install()
     assert (cuda._lazy_init, cuda.CUDAGraph.replay, history) == (lazy, replay, [])
-    mod.InputWatch(100).install()
+    mod.InputWatch(RecordOptions().check_inputs).install()
     assert cuda.CUDAGraph.replay is not replay
     if initialized:
         assert history and history[0]["stacks"] == "python"

@@ -6,7 +6,8 @@ it meant ``x.copy_(next_batch())``; a temporary dies when the capturing helper r
 replay reads whatever the caching allocator puts there next. Nothing fails.
 
 What :class:`InputWatch` does, in every recorded process that imports torch, with ``--check-inputs N``
-(N > 0; off by default, when the recorder makes none: docs/performance.md says why):
+(on by default at N = 100; ``--check-inputs 0`` makes none: docs/performance.md has what they cost;
+a process that never imports torch has nothing watched and its index says nothing of them):
 
 * **Allocation stacks.** Once torch initialises CUDA (``torch.cuda._lazy_init``, wrapped once), the
   allocator's history is turned on (``torch.cuda.memory._record_memory_history``: every allocation
