@@ -11,7 +11,10 @@ a process that never imports torch has nothing watched and its index says nothin
 
 * **Allocation stacks.** Once torch initialises CUDA (``torch.cuda._lazy_init``, wrapped once), the
   allocator's history is turned on (``torch.cuda.memory._record_memory_history``: every allocation
-  and free with its Python stack, into a ring of :data:`HISTORY_ENTRIES` events).
+  and free with its Python stack, into a ring of :data:`HISTORY_ENTRIES` events). That function is
+  wrapped too: the program's own call wins (before CUDA starts, the history is left as it set it and
+  nothing is checked; after, the events so far are read, then the checks stop and the graphs
+  replayed after it say so: :meth:`InputWatch._program_history`).
 * **At each graph's instantiation** (the graph-exec callback, on the capturing thread, while the
   template graph is alive): every kernel node's parameters are scanned for device pointers
   (``cuFuncGetParamInfo`` gives each parameter's size; every 8-byte word of a parameter is a pointer
