@@ -1,9 +1,9 @@
 """What `cgtool record`'s input checks cost a serving program: tests/programs/server_runner.py serving
-for ``--serve-s`` seconds, bare and recorded with the checks off (``--check-inputs 0``, the default),
-on (``--check-inputs 100``) and at other settings, alternating, in fresh processes, ``--rounds`` times.
+for ``--serve-s`` seconds, bare and recorded with the checks off (``--check-inputs 0``), on at the
+default (``--check-inputs 100``) and at other settings, alternating, in fresh processes, ``--rounds`` times.
 
     python benchmarks/bench_record_inputs.py [--rounds 3] [--serve-s 10] [--layers 4] [--every 0,100,1]
-                                             [--out benchmarks/results/bench_record_inputs_h100.json]
+                                             [--out benchmarks/results/bench_record_inputs_h200.json]
 
 The serving loop runs for a fixed time after the captures, so its figure is the replays served in
 that window (the program counts its own): bare / recorded (1.10 means the recorded run served 10 %
@@ -12,6 +12,11 @@ included), and per recorded run what the checks did (``input_checks`` of its ind
 seconds inside them, seconds spent at the captures, and per graph the parts of that).
 
     python benchmarks/bench_record_inputs.py --summarize RESULTS.json   # recompute the figures of a run
+    python benchmarks/bench_record_inputs.py --summarize A.json B.json  # the rounds of several runs pooled
+
+Besides the medians of each mode and their ratios, ``paired_wall_ratio_median`` is the median of the
+per-round ratios (each round's modes ran next to each other, so a round's ratio is free of the drift
+between rounds and between runs).
 """
 from __future__ import annotations
 
@@ -56,8 +61,17 @@ def summarize(rows: dict[str, list[dict]]) -> dict:
                                     for m, r in rows.items() if m != "bare"},
         "checks_check_s_median": {m: med((x.get("input_checks") or {}).get("check_s") or 0.0 for x in r)
                                   for m, r in rows.items() if m != "bare"},
+        "paired_wall_ratio_median": {f"{a}_vs_{b}": med(x["wall_s"] / y["wall_s"] for x, y in _pairs(rows, a, b))
+                                     for a, b in (("every100", "every0"), ("every100", "bare"), ("every0", "bare"))
+                                     if rows.get(a) and rows.get(b)},
         "raw": rows,
     }
+
+
+def _pairs(rows: dict[str, list[dict]], a: str, b: str) -> list[tuple[dict, dict]]:
+    """The rows of modes ``a`` and ``b`` of the same round (and the same run, when pooled)."""
+    by = {(y.get("run", 0), y["round"]): y for y in rows[b]}
+    return [(x, by[(x.get("run", 0), x["round"])]) for x in rows[a] if (x.get("run", 0), x["round"]) in by]
 
 
 def main() -> None:
@@ -67,10 +81,19 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--every", default="0,100,1", help="--check-inputs values to run recorded (0: checks off)")
     ap.add_argument("--out")
-    ap.add_argument("--summarize", help="recompute the figures of an earlier run's JSON (no GPU)")
+    ap.add_argument("--summarize", nargs="+", help="recompute the figures of earlier runs' JSON (no GPU); "
+                    "several files: their rounds pooled, each row tagged with its file's place (run)")
     a = ap.parse_args()
     if a.summarize:
-        old = json.load(open(a.summarize))
+        docs = [json.load(open(p)) for p in a.summarize]
+        if len(docs) == 1:
+            old = docs[0]
+        else:
+            pooled: dict[str, list[dict]] = {}
+            for i, d in enumerate(docs):
+                for m, r in d["raw"].items():
+                    pooled.setdefault(m, []).extend({**x, "run": i} for x in r)
+            old = {"runs": [{k: v for k, v in d.items() if k not in ("raw", "runs")} for d in docs], "raw": pooled}
         new = {**old, **summarize(old["raw"])}
         print(json.dumps({k: v for k, v in new.items() if k != "raw"}, indent=1))
         if a.out:

@@ -537,6 +537,39 @@ def test_record_compiled_figures_are_the_result_file() -> None:
     assert rows <= 50
 
 
+def test_input_checks_figures_are_the_result_files() -> None:
+    """The serving program's wall times bare, with the input checks off and at the default
+    (docs/performance.md's table, docs/record.md's headline), recomputed from the raw rounds of the
+    two H200 runs, alone and pooled: the medians, their ratio, the median of the rounds' paired ratios."""
+    runs = {"3 rounds": [_res("bench_record_inputs_3r_h200.json")["raw"]],
+            "6 rounds": [_res("bench_record_inputs_h200.json")["raw"]]}
+    runs["both, 9 rounds pooled"] = runs["3 rounds"] + runs["6 rounds"]
+    med = statistics.median
+    for label, raws in runs.items():
+        wall = {m: [r["wall_s"] for raw in raws for r in raw[m]] for m in ("bare", "every0", "every100")}
+        paired = {(a, b): med(x["wall_s"] / y["wall_s"] for raw in raws
+                              for x, y in zip(sorted(raw[a], key=lambda r: r["round"]),
+                                              sorted(raw[b], key=lambda r: r["round"])))
+                  for a, b in (("every100", "every0"), ("every100", "bare"))}
+        m = {k: med(v) for k, v in wall.items()}
+        p100 = f"{paired[('every100', 'every0')]:.3f}x"
+        _has(f"| {label} | {m['bare']:.2f} s | {m['every0']:.2f} s | {m['every100']:.2f} s | "
+             f"{m['every100'] / m['every0']:.3f}x | {'**' + p100 + '**' if 'pooled' in label else p100} | "
+             f"{m['every100'] / m['bare']:.3f}x / {paired[('every100', 'bare')]:.3f}x |")
+    headline = f"**{paired[('every100', 'every0')]:.3f}x**"
+    assert headline in " ".join((ROOT / "docs" / "record.md").read_text().split())
+    _has(f"cost the serving program {headline} wall time")
+    old = _res("bench_record_inputs_h100.json")
+    w = {k: med(r["wall_s"] for r in v) for k, v in old["raw"].items()}
+    _has(f"{w['every100'] / w['every0']:.2f}x the wall time of the run with the checks off")
+    _has(f"{len(old['raw']['bare'])} rounds: {w['every100']:.2f} s against {w['every0']:.2f} s, bare {w['bare']:.2f} s")
+    h = _res("probe_allocator_history_h100.json")
+    record_md = " ".join((ROOT / "docs" / "record.md").read_text().split())
+    on, off = h["python_20000"]["alloc_free_ns"] / 1e3, h["alloc_free_ns_off"] / 1e3
+    assert f"{off:.1f} µs with the history off and {on:.1f} µs with the checks' ring" in record_md
+    assert f"{on - off:.1f} µs more a pair" in record_md
+
+
 def test_performance_export_and_tracing_figures_are_the_result_files() -> None:
     for row in _res("bench_export_h100.json")["rows"]:
         bare = row["bare"]

@@ -69,6 +69,11 @@ def test_recorder_writes_graphs_with_lines_and_counts(fake: FakeCupti, tmp_path:
 
     idx = json.loads((tmp_path / "index.json").read_text())
     assert idx["finished"] and idx["exit_code"] == 0 and idx["recorder_errors"] == []
+    # the input checks are on by default, but a program that imports no torch has no allocator to
+    # watch: its index says nothing of them, as with --check-inputs 0
+    assert rec.inputs is not None and rec.inputs.every == RecordOptions().check_inputs > 0
+    assert "torch" not in sys.modules
+    assert idx.get("input_checks") is None and [g.get("inputs") for g in idx["graphs"]] == [None, None]
     assert [g["replays"] for g in idx["graphs"]] == [4, 2]
     assert [g["nodes"] for g in idx["graphs"]] == [3, 2]
     assert [g["exec_graph_id"] for g in idx["graphs"]] == [5, 6]

@@ -309,16 +309,17 @@ def _fake_torch(monkeypatch: Any, initialized: bool) -> tuple[Any, list[dict[str
 
 @pytest.mark.parametrize("initialized", [False, True])
 def test_checks_off_touch_nothing_of_torch(monkeypatch: Any, initialized: bool) -> None:
-    """--check-inputs 0 (the default): no allocator history, no wrapped _lazy_init or replay; the same
-    fake torch is hooked with the checks on (so the test can tell)."""
-    from cgtool.capture.record.options import RecordOptions
+    """--check-inputs 0: no allocator history, no wrapped _lazy_init or replay; the same fake torch is
+    hooked with the checks on at the default N (so the test can tell)."""
+    from cgtool.capture.record.options import CLI_BY_NAME, RecordOptions
 
-    assert RecordOptions().check_inputs == 0
+    assert RecordOptions().check_inputs == 100
+    assert "On by default at N = 100" in CLI_BY_NAME["--check-inputs"].help
     cuda, history = _fake_torch(monkeypatch, initialized)
     lazy, replay = cuda._lazy_init, cuda.CUDAGraph.replay
-    mod.InputWatch(RecordOptions().check_inputs).install()
+    mod.InputWatch(0).install()
     assert (cuda._lazy_init, cuda.CUDAGraph.replay, history) == (lazy, replay, [])
-    mod.InputWatch(100).install()
+    mod.InputWatch(RecordOptions().check_inputs).install()
     assert cuda.CUDAGraph.replay is not replay
     if initialized:
         assert history and history[0]["stacks"] == "python"
@@ -326,6 +327,75 @@ def test_checks_off_touch_nothing_of_torch(monkeypatch: Any, initialized: bool) 
         assert cuda._lazy_init is not lazy and history == []
         cuda._lazy_init()
         assert history and cuda._lazy_init is lazy
+
+
+def test_program_history_before_cuda_keeps_its_settings(monkeypatch: Any) -> None:
+    """The program turns torch's allocator history on itself before CUDA starts: its settings stay
+    (the checks do not replace its ring), and the checks say they are off in that process and why."""
+    cuda, history = _fake_torch(monkeypatch, initialized=False)
+    watch = mod.InputWatch(100)
+    watch.install()
+    line = sys._getframe().f_lineno + 1
+    cuda.memory._record_memory_history(enabled="all", max_entries=5)
+    cuda._lazy_init()
+    assert history == [{"enabled": "all", "max_entries": 5}]
+    assert watch.history is not None and watch.history != "on"
+    assert f"test_stale_inputs_checks.py:{line}" in watch.history and "max_entries=5" in watch.history
+    assert watch.entry(0) == {"checked": False, "why_not": watch.history}
+
+
+def _history_switched_off(monkeypatch: Any, free_before_call: bool) -> tuple[mod.InputWatch, int]:
+    """Replays 1-3, the graph's input freed before or after the program turns the allocator history
+    off itself (``enabled=None``: torch records no event after it), replays 4-5."""
+    clock = Clock()
+    watch, alloc, g, _ = setup(100, clock, monkeypatch)
+    watch.history = "on"
+    recording = {"on": True}
+
+    def record(**k: Any) -> None:
+        recording["on"] = k.get("enabled") is not None
+
+    memory = types.SimpleNamespace(_record_memory_history=record)
+    watch._wrap_history(memory)
+
+    def free() -> None:
+        if recording["on"]:
+            alloc.events.append({"action": "free_requested", "addr": A, "size": SIZE, "time_us": clock.tick(),
+                                 "frames": [{"filename": "prog.py", "line": 9, "name": "f"}]})
+
+    for k in range(3):
+        if k == 2 and free_before_call:
+            free()
+        clock.tick()
+        g.replay()
+    clock.tick()
+    line = sys._getframe().f_lineno + 1
+    memory._record_memory_history(enabled=None)
+    if not free_before_call:
+        free()
+    for _ in range(2):
+        clock.tick()
+        g.replay()
+    clock.tick()
+    watch.finish()
+    return watch, line
+
+
+@pytest.mark.parametrize("free_before_call", [True, False])
+def test_program_history_off_stops_the_checks(monkeypatch: Any, free_before_call: bool) -> None:
+    """The program switches torch's allocator history off after the checks turned it on: the frees
+    before its call are found (the events are read at the call), and the replays after it are said
+    unchecked, not passed as clean."""
+    watch, line = _history_switched_off(monkeypatch, free_before_call)
+    e = watch.entry(0)
+    assert e["checked"] is False and e["replays_checked"] == 3
+    assert "2 of them" in e["why_not"] and f"test_stale_inputs_checks.py:{line}" in e["why_not"]
+    assert "enabled=None" in (watch.process_entry()["history_changed"] or "")
+    if free_before_call:
+        [f] = e["findings"]
+        assert (f["kind"], f["freed_at"]["line"], f["first_replay"], f["first_replay_exact"]) == ("freed", 9, 3, True)
+    else:
+        assert e["findings"] == []
 
 
 def _lazy_torch(monkeypatch: Any, imported: list[str]) -> tuple[Any, list[bool]]:

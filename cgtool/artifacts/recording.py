@@ -636,6 +636,7 @@ class InputChecks(_Entry, frozen=True):
 
     every: int | None = None
     history: str | None = None  # "on", or why torch's allocator history is off
+    history_changed: str | None = None  # the program's own _record_memory_history call, and where
     history_entries: int | None = None
     history_lost: bool = False
     checks: int = 0

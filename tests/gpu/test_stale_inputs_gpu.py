@@ -24,6 +24,13 @@ def _line(program: str, marker: str) -> int:
     raise AssertionError(f"{marker} not in {program}")
 
 
+def _index(tmp_path: Path) -> dict:
+    """The recorded program's process index (the one process that made graphs)."""
+    docs = [json.loads(p.read_text()) for p in sorted((tmp_path / "rec").glob("p*/index.json"))]
+    [doc] = [d for d in docs if d["graphs"]]
+    return doc
+
+
 def _record(tmp_path: Path, program: str, *args: str) -> dict:
     pytest.importorskip("cupti")
     out, js = tmp_path / "rec", tmp_path / "summary.json"
@@ -73,3 +80,29 @@ def test_correct_programs_give_no_finding(tmp_path: Path, program: str) -> None:
     doc = _record(tmp_path, program)
     assert doc["stale_inputs"] == []
     assert any(p["inputs_checked"] for p in doc["processes"])
+
+
+def test_program_turns_its_history_off(tmp_path: Path) -> None:
+    """The program turns torch's allocator history off after 20 replays: the free before it is
+    found (its replays 1-20), and the graph says replays 21-40 were not checked, naming the call."""
+    doc = _record(tmp_path, "inputs_own_history.py", "after")
+    [f] = doc["stale_inputs"]
+    assert f["kind"] == "reused" and f["allocated_at"]["line"] == _line("stale_freed.py", "LINE_ALLOC")
+    assert (f["first_replay"], f["last_replay"]) == (1, 20)
+    idx = _index(tmp_path)
+    [g] = idx["graphs"]
+    assert g["inputs"]["checked"] is False and g["inputs"]["replays_checked"] == 20
+    assert f"inputs_own_history.py:{_line('inputs_own_history.py', 'LINE_HISTORY_AFTER')}" in g["inputs"]["why_not"]
+    assert "enabled=None" in idx["input_checks"]["history_changed"]
+
+
+def test_program_history_before_cuda_is_left_alone(tmp_path: Path) -> None:
+    """The program turns the history on with its own ring before CUDA starts: the checks do not
+    replace it, check nothing, and say why (the call and its line), not that nothing was found."""
+    doc = _record(tmp_path, "inputs_own_history.py", "before")
+    assert doc["stale_inputs"] == []
+    idx = _index(tmp_path)
+    site = f"inputs_own_history.py:{_line('inputs_own_history.py', 'LINE_HISTORY_BEFORE')}"
+    assert site in idx["input_checks"]["history"] and "max_entries=1000" in idx["input_checks"]["history"]
+    [g] = idx["graphs"]
+    assert g["inputs"]["checked"] is False and site in g["inputs"]["why_not"]

@@ -6,11 +6,15 @@ it meant ``x.copy_(next_batch())``; a temporary dies when the capturing helper r
 replay reads whatever the caching allocator puts there next. Nothing fails.
 
 What :class:`InputWatch` does, in every recorded process that imports torch, with ``--check-inputs N``
-(N > 0; off by default, when the recorder makes none: docs/performance.md says why):
+(on by default at N = 100; ``--check-inputs 0`` makes none: docs/performance.md has what they cost;
+a process that never imports torch has nothing watched and its index says nothing of them):
 
 * **Allocation stacks.** Once torch initialises CUDA (``torch.cuda._lazy_init``, wrapped once), the
   allocator's history is turned on (``torch.cuda.memory._record_memory_history``: every allocation
-  and free with its Python stack, into a ring of :data:`HISTORY_ENTRIES` events).
+  and free with its Python stack, into a ring of :data:`HISTORY_ENTRIES` events). That function is
+  wrapped too: the program's own call wins (before CUDA starts, the history is left as it set it and
+  nothing is checked; after, the events so far are read, then the checks stop and the graphs
+  replayed after it say so: :meth:`InputWatch._program_history`).
 * **At each graph's instantiation** (the graph-exec callback, on the capturing thread, while the
   template graph is alive): every kernel node's parameters are scanned for device pointers
   (``cuFuncGetParamInfo`` gives each parameter's size; every 8-byte word of a parameter is a pointer
@@ -438,6 +442,7 @@ class Watched:
     scan_s: float
     captured_us: float
     replays: int = 0  # replays started through torch.cuda.CUDAGraph.replay
+    replays_unwatched: int = 0  # of those, after the program set the allocator history itself
     last_replay_us: float | None = None
     #: (time µs, replays started before the check, replays started by the time the program's code
     #: runs again: one more for the graph whose replay follows the check at once, on its thread)
@@ -463,6 +468,11 @@ class InputWatch:
         self.lock = threading.RLock()
         self.history: str | None = None  # "on", or why not
         self.history_lost = False
+        #: the program's own call to torch.cuda.memory._record_memory_history (its settings replace
+        #: the ones the checks need): what it was and where, and when (None: no such call)
+        self.history_changed: str | None = None
+        self.history_changed_us: float | None = None
+        self._record_history: Any = None  # torch's own _record_memory_history (the program's is wrapped)
         self.checks = 0
         self.check_s = 0.0
         self.capture_s = 0.0
@@ -508,6 +518,10 @@ class InputWatch:
         self._installed = True
         self.torch = torch
         try:
+            self._wrap_history(cuda.memory)
+        except Exception as e:
+            self._error("history wrapper", e)
+        try:
             if cuda.is_initialized():
                 self._enable_history()
             else:
@@ -529,14 +543,59 @@ class InputWatch:
             self._error("replay wrapper", e)
 
     def _enable_history(self) -> None:
-        if self.history == "on":
-            return
+        if self.history == "on" or self.history_changed is not None:
+            return  # on already, or the program set it itself: its settings stay (_program_history)
         try:
-            self.torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python",
-                                                          max_entries=HISTORY_ENTRIES)
+            record = self._record_history or self.torch.cuda.memory._record_memory_history
+            record(enabled="all", context="all", stacks="python", max_entries=HISTORY_ENTRIES)
             self.history = "on"
         except Exception as e:
             self.history = f"torch's allocator history could not be turned on: {type(e).__name__}: {e}"
+
+    def _wrap_history(self, memory: Any) -> None:
+        """Wrap ``torch.cuda.memory._record_memory_history``: the program's own call is noted
+        (:meth:`_program_history`); the checks turn the history on through the real one."""
+        real = memory._record_memory_history
+        if getattr(real, "_cgtool_inputs", False):
+            return
+        self._record_history = real
+        watch = self
+
+        def _record_memory_history(*a: Any, **k: Any) -> Any:
+            try:
+                watch._program_history(a, k, before=True)
+            except Exception as e:
+                watch._error("history wrapper", e)
+            out = real(*a, **k)
+            try:
+                watch._program_history(a, k, before=False)
+            except Exception as e:
+                watch._error("history wrapper", e)
+            return out
+
+        _record_memory_history._cgtool_inputs = True  # type: ignore[attr-defined]
+        _record_memory_history.__doc__ = real.__doc__
+        memory._record_memory_history = _record_memory_history
+
+    def _program_history(self, a: tuple[Any, ...], k: dict[str, Any], *, before: bool) -> None:
+        """The program calls ``_record_memory_history`` itself. Its settings win (the program may
+        dump or stop its own history); the checks read the events so far (``before``), then stop:
+        under another ring, another context or none, their events would be incomplete, and a graph
+        would look checked when it was not. Its index says which replays were checked and why not
+        the rest; a call before CUDA started leaves the history as the program set it, unchecked."""
+        if before:
+            if self.history == "on" and self.history_changed is None and not self.capturing():
+                self.check()  # the frees up to this call are found, with their lines
+            return
+        if self.history_changed is not None:
+            return
+        f = sys._getframe(2)  # the wrapper's caller (_program_history <- wrapper <- caller)
+        args = ", ".join([repr(x) for x in a] + [f"{n}={v!r}" for n, v in k.items()])
+        site = f"{f.f_code.co_filename.rsplit('/', 1)[-1]}:{f.f_lineno}"
+        self.history_changed = f"torch.cuda.memory._record_memory_history({args}) at {site}"
+        self.history_changed_us = _now_us()
+        self.history = (f"the program set torch's allocator history itself ({self.history_changed}); "
+                        "the input checks leave its settings as it chose and stop there")
 
     def _wrap_replay(self, CG: Any) -> None:
         real = CG.replay
@@ -569,6 +628,11 @@ class InputWatch:
         """Before a replay: count it, check when it is sampled, compare kept-alive inputs' contents."""
         d = getattr(g, "__dict__", None)
         if d is None:
+            return None
+        if self.history_changed is not None:  # not checked from here (_program_history): counted
+            kept_ = d.get("_cgtool_watch")
+            if kept_ is not None:
+                kept_.replays_unwatched += 1
             return None
         kept: Watched | None = d.get("_cgtool_watch")
         st = kept if kept is not None and not kept.destroyed else self._state_of(g, kept is not None)
@@ -728,7 +792,7 @@ class InputWatch:
         """Read the allocator's events since the last check; note a checkpoint for every graph
         (``replaying``: the graph whose replay starts right after this check)."""
         torch = self.torch
-        if torch is None or not self.graphs:
+        if torch is None or not self.graphs or self.history_changed is not None:
             return
         t0 = time.perf_counter()
         try:
@@ -916,9 +980,15 @@ class InputWatch:
                 "its memory could not be mapped to torch's allocator (see input_checks.errors)")
             return {"checked": False, "why_not": why}
         findings = [f for f in (self._finding(st, b) for b in st.blocks) if f is not None]
+        # replays after the program's own _record_memory_history call were not checked: what they
+        # read is unknown, not clean
+        unwatched = st.replays_unwatched > 0
         return {
-            "checked": st.replays > 0,
-            "why_not": None if st.replays > 0 else (
+            "checked": st.replays > 0 and not unwatched,
+            "why_not": (f"its replays after replay {st.replays} ({st.replays_unwatched} of them) were not checked: "
+                        f"the program set torch's allocator history itself ({self.history_changed})")
+            if unwatched else
+            None if st.replays > 0 else (
                 "never replayed" if not launches else
                 "replayed only outside torch.cuda.CUDAGraph.replay (a raw cudaGraphLaunch is not checked)"),
             "every": self.every,
@@ -977,7 +1047,8 @@ class InputWatch:
 
     def process_entry(self) -> dict[str, Any]:
         """The process's ``input_checks``: how the checks ran and what they cost."""
-        return {"every": self.every, "history": self.history, "history_entries": HISTORY_ENTRIES,
+        return {"every": self.every, "history": self.history, "history_changed": self.history_changed,
+                "history_entries": HISTORY_ENTRIES,
                 "history_lost": self.history_lost, "checks": self.checks, "check_s": self.check_s,
                 "capture_s": self.capture_s, "replays_seen": self.replays_total,
                 "replays_not_matched": self.unmatched_replays, "content_reads": self.content_reads,

@@ -46,7 +46,7 @@ class RecordOptions:
     subscriber: Subscriber = "auto"  # how CUPTI calls back (SUBSCRIBER_ENV)
     writer_quiet_s: float = 0.25  # the writer waits this long after the last capture before writing
     json_out: Optional[Path] = None  # the summary's answers as JSON (`-`: standard output)
-    check_inputs: int = 0  # check the graphs' inputs before every N-th replay of the process (0: off, the default)
+    check_inputs: int = 100  # check the graphs' inputs before every N-th replay of the process (0: off)
     index_refresh_s: float = 1.0  # replay counts refreshed in the process's index.json this often (0: at the end)
     hang_after: Optional[int] = None  # seconds without a graph captured or launched before a process's stacks are written
 
@@ -135,8 +135,8 @@ CLI: tuple[CliOption, ...] = (
     CliOption(("--check-inputs",), "check_inputs", "int>=0",
               "Check that the memory each graph reads is still the tensor it was captured with (not freed, not "
               "reused): before each graph's first two replays, before every N-th replay of the process, and at "
-              "the end (100 is a good N). Off by default (0: torch's allocator history stays off, nothing is "
-              "wrapped); docs/performance.md has what the checks cost."),
+              "the end. On by default at N = 100; 0 turns them off (torch's allocator history then stays off and "
+              "nothing is wrapped); docs/performance.md has what the checks cost."),
     CliOption(("--json",), "json_out", "path",
               "Also write the summary's answers as JSON (`-`: standard output): its findings, and each graph that "
               "read memory its program freed."),

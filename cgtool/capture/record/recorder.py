@@ -350,7 +350,10 @@ def index_document(rec: Recorder, *, finished: bool, exit_code: int | None = Non
         recs = [r for r in tracker.graphs if r.written]
         counts = tracker.all_launches()
     cov = rec.coverage if rec.coverage is not None and finished else None
-    graphs = [graph_entry(r, tracker.replays_of(r, counts), cov, rec.inputs) for r in recs]
+    # the input checks watch torch's allocator: a process that never imported torch has none to
+    # watch, and its index says nothing of them (as with --check-inputs 0)
+    watch = rec.inputs if rec.inputs is not None and rec.inputs.torch is not None else None
+    graphs = [graph_entry(r, tracker.replays_of(r, counts), cov, watch) for r in recs]
     stats = dict(tracker.cb_stats)
     c_stats, c_errs = rec.sub.compiled_stats()
     for key, (calls, ns) in c_stats.items():  # node callbacks of other threads are in Python's
@@ -394,7 +397,7 @@ def index_document(rec: Recorder, *, finished: bool, exit_code: int | None = Non
         timeline=dict(rec.timeline),
         layout=getattr(rec.sub.layout, "offsets", None),
         stopping=rec.stops.to_json() if rec.stops is not None else None,  # stops.py
-        input_checks=input_checks(rec.inputs),
+        input_checks=input_checks(watch),
     )
 
 
