@@ -454,7 +454,7 @@ class _Worker:
                     return None
                 theirs[k] = arr
             suffix = f.read(head["suffix"])
-        if any(int(c) in acc.launches for c, _ in head["launches"]):
+        if not acc.launches.keys().isdisjoint(c for c, _ in head["launches"]):
             return None  # reported by the parent's own reading of that half
         # The worker's name (and channel type name) indices are remapped to the parent's.
         remap = np.array([acc.names.setdefault(x, len(acc.names)) for x in head["names"]], dtype=np.int32)
@@ -470,10 +470,9 @@ class _Worker:
         theirs["seq"] += acc.n
         for k in _COLS:
             acc.parts[k].append(theirs.pop(k))
-        for c, t in head["launches"]:
-            acc.launches[int(c)] = float(t)
-        for c, t in head["launch_ends"]:
-            acc.launch_ends[int(c)] = float(t)
+        # [id, time] pairs as msgspec decodes them: ints and floats already (encoded from them)
+        acc.launches.update(head["launches"])
+        acc.launch_ends.update(head["launch_ends"])
         n_other, first_other = head["other_ph"]
         if n_other:
             if acc.other_ph_first < 0:
