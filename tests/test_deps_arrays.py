@@ -1,7 +1,7 @@
-"""The array helpers `cgtool deps` uses for speed, against plain Python on the same rows: distinct
-values (``_arrays.distinct``), dense ids and first rows (``_arrays.dense``), the repeat check of the
-trace reader (``checks._may_repeat``), and the reader's window (``stream._Buf``) against the bytes
-it was given."""
+"""The array helpers `cgtool deps` uses for speed, against plain Python (or numpy) on the same rows:
+distinct values (``_arrays.distinct``), dense ids and first rows (``_arrays.dense``), the median,
+the repeat check of the trace reader (``checks._may_repeat``), and the reader's window
+(``stream._Buf``) against the bytes it was given."""
 
 import io
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from cgtool.artifacts.trace.checks import _may_repeat
 from cgtool.artifacts.trace.stream import WINDOW, _Buf
-from cgtool.inspect.analyzers._arrays import dense, distinct
+from cgtool.inspect.analyzers._arrays import dense, distinct, latest_before, median
 
 # Ranges that take the table paths (narrow) and the sort paths (wide), negative values included.
 _SPANS = st.sampled_from([1, 2, 7, 1000, 10**7, 2**40])
@@ -81,3 +81,34 @@ def test_buf_window_holds_the_stream_from_its_offset(data, cuts, direct):
         buf.drop(min(c // 2, len(buf.b)))
         assert bytes(buf.b) == data[buf.off:buf.off + len(buf.b)]
     assert buf.rest() == data[buf.off:]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=False, width=64),
+                          st.integers(-10**6, 10**6).map(float)), min_size=1, max_size=40))
+def test_median_is_numpys_to_the_bit(xs):
+    x = np.array(xs, np.float64)
+    want = float(np.median(x))
+    got = median(x)
+    assert got == want or (np.isnan(got) and np.isnan(want))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 6), st.integers(0, 2)), min_size=1, max_size=40),
+       st.sampled_from([0.0, 0.001, 2.0]))
+def test_latest_before_is_the_last_ender_before_each_start(items, tol):
+    """On a ns grid (ties on the end and on the start included): per item B, the item A of its
+    group that ended last (then started last, then came last) with A.end <= B.start + tol and
+    A.start < B.start, by brute force."""
+    start = np.array([s for s, _, _ in items], np.float64) / 1000 * 7
+    end = np.round(start + np.array([d for _, d, _ in items]) / 1000 * 5, 3)
+    group = np.array([g for _, _, g in items], np.int64)
+    ns = lambda x: int(round(x * 1000))  # noqa: E731
+    want = []
+    for b in range(len(items)):
+        cands = [a for a in range(len(items)) if a != b and group[a] == group[b]
+                 and ns(end[a] - start.min()) <= ns(start[b] - start.min()) + ns(tol)
+                 and ns(start[a] - start.min()) < ns(start[b] - start.min())]
+        want.append(max(cands, key=lambda a: (ns(end[a] - start.min()), ns(start[a] - start.min()), a))
+                    if cands else -1)
+    assert latest_before(start, end, group, tol).tolist() == want

@@ -41,8 +41,8 @@ def ran_between(r: DepsResult, graphs: Sequence[GraphData], f: Finding) -> list[
         a_end, b_start = m.end[i], m.start[j]
         if b_start < a_end - r.tolerance_us:
             continue
-        run = np.flatnonzero(mine & (m.replay == m.replay[j]) & (m.lane_id == m.lane_id[j])
-                             & (m.start < b_start) & (m.end > a_end))
+        rows = np.flatnonzero(m.replay == m.replay[j])  # the replay's events: the rest is tested on them alone
+        run = rows[mine[rows] & (m.lane_id[rows] == m.lane_id[j]) & (m.start[rows] < b_start) & (m.end[rows] > a_end)]
         run = run[(run != i) & (run != j)]
         tools = [g.nodes[int(k)].tools_id & LOW32 for k in m.node[run]]
         return sorted(tools)

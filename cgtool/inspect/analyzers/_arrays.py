@@ -67,6 +67,23 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return s[np.concatenate(([True], s[1:] != s[:-1]))]
 
 
+def median(values: np.ndarray) -> float:
+    """``float(np.median(values))`` of a 1-D array, by the same steps (a partition at the middle
+    and, for floats, at the end; the mean of the middle one or two; NaN where the end is NaN)
+    without np.median's masked-array check, whose first use imports numpy.ma (see ``distinct``)."""
+    a = np.asarray(values).reshape(-1)
+    n = len(a)
+    if not n:
+        return float(np.median(a))  # NaN, with numpy's warning
+    kth = [n // 2 - 1, n // 2] if n % 2 == 0 else [n // 2]
+    inexact = a.dtype.kind in "fc"
+    if inexact:
+        kth.append(-1)
+    part = np.partition(a, kth)
+    mid = float(np.mean(part[n // 2 - 1:n // 2 + 1] if n % 2 == 0 else part[n // 2:n // 2 + 1]))
+    return float(part[-1]) if inexact and np.isnan(part[-1]) else mid
+
+
 def unique_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(values, return_inverse=True)`` (inverse flat) for ids that are small non-negative
     integers (dense replay ids): through a table of the ids' range, without np.unique's sort."""
@@ -91,10 +108,17 @@ def latest_before(start: np.ndarray, end: np.ndarray, group: np.ndarray, tol: fl
     e_ns = np.rint((end - base) * 1000).astype(np.int64)
     tol_ns = int(round(tol * 1000))
     width = int(max(e_ns.max(), s_ns.max())) + tol_ns + 2
-    order = np.lexsort((s_ns, e_ns, group))
     if (int(group.max()) + 1) * width >= 2**62:  # pragma: no cover - would need years of trace
         raise InvalidInputError("The trace spans too long a time to analyse in one piece; split it.")
-    key = group[order] * width + e_ns[order]
+    # Sorted by (group, end, start): one argsort of the (group, end) key, which gives that order
+    # unless two items of a group end at the same ns (then the three-key lexsort, as before it):
+    # 0.03-0.05 s less at 10^6 events (2-core machine, benchmarks/bench_deps.py's traces).
+    key_all = group * width + e_ns
+    order = np.argsort(key_all, kind="stable")
+    key = key_all[order]
+    if len(key) > 1 and bool((key[1:] == key[:-1]).any()):
+        order = np.lexsort((s_ns, e_ns, group))
+        key = key_all[order]
     query = group * width + s_ns + tol_ns
     k = np.searchsorted(key, query, side="right") - 1
     idx = np.arange(n)
