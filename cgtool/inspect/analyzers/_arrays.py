@@ -32,6 +32,9 @@ def dense(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             room *= width
         else:  # rank first (one more sort) to keep the key small
             u, r = np.unique(c, return_inverse=True)
+            if room * len(u) >= 2**62:  # the key so far to its ranks too (the same order, a smaller room)
+                done, inv_key = np.unique(key, return_inverse=True)
+                key, room = inv_key.reshape(-1), len(done)
             key = key * len(u) + r.reshape(-1)
             room *= len(u)
             if room >= 2**62:  # pragma: no cover - would need billions of distinct values
