@@ -219,7 +219,7 @@ BYTECODE = {"cached": True}
 def compile_bytecode(src: Path) -> None:
     """Compile ``src``'s cgtool once, as installing the package does: with PYTHONDONTWRITEBYTECODE set
     (some shells and containers set it) every fresh process would compile every module it imports
-    again (0.4-0.5 s of a `cgtool deps` run on the 2-core machine), which no installed cgtool does."""
+    again, which no installed cgtool does (docs/performance.md, the deps section, says how much)."""
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(src / "cgtool")], check=True,
                    env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
                    stdout=subprocess.DEVNULL)

@@ -105,8 +105,8 @@ def _may_repeat(*cols: np.ndarray) -> bool:
     """False where no row of the integer columns repeats; True where one may (then the caller's
     exact check, which sorts the rows, decides and names the first repeat). The rows are one int64
     key in mixed radix, counted in a table where the key's range is a few times the rows, else
-    sorted: at 10^6 events 0.01-0.06 s, against 0.14 s for the lexsort of the pairs (2-core
-    machine, benchmarks/bench_deps.py's traces), and no trace cgtool reads repeats a pair."""
+    sorted. Hand-written for speed: the lexsort of every pair was most of the checks' time
+    (docs/performance.md#hand-written-code), and a valid trace repeats no pair."""
     n = len(cols[0])
     key: np.ndarray | None = None
     room = 1

@@ -99,8 +99,8 @@ class _Buf:
     the Source's ``reader()``); other sources' pieces are copied into it. Forgetting the front
     moves the rest (the part of a window after its last whole event: small) to its start.
     Hand-written for speed: appending each 8 MiB piece to a bytearray and deleting the front
-    copied every byte a second time into memory that was freed and faulted in again from window
-    to window: 0.15-0.3 s of reading a 400 MB trace on the 2-core machine (benchmarks/bench_deps.py)."""
+    copied every byte a second time, into memory freed and faulted in again from window to window
+    (docs/performance.md#hand-written-code)."""
 
     def __init__(self, pieces: Iterator[bytes | memoryview], off: int = 0,
                  readinto: Callable[[memoryview], int] | None = None) -> None:

@@ -56,9 +56,9 @@ def dense(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def distinct(values: np.ndarray) -> np.ndarray:
     """``np.unique(values)`` for integers: through a table of their range where it is a few times
-    the values at most, else by a sort. np.unique itself (numpy 2.x) goes through
-    ``np.ma.is_masked``, whose first use imports numpy.ma (15-70 ms of a `cgtool deps` run on the
-    2-core machine), and its hash table is no faster than the range table on ids."""
+    the values at most, else by a sort. np.unique itself (numpy 2) goes through
+    ``np.ma.is_masked``, whose first use imports numpy.ma, a cost of every `cgtool deps` run
+    (docs/performance.md#hand-written-code), and its hash table is no faster on ids."""
     if not len(values):
         return values[:0].copy()
     lo, hi = int(values.min()), int(values.max())
@@ -114,8 +114,8 @@ def latest_before(start: np.ndarray, end: np.ndarray, group: np.ndarray, tol: fl
     if (int(group.max()) + 1) * width >= 2**62:  # pragma: no cover - would need years of trace
         raise InvalidInputError("The trace spans too long a time to analyse in one piece; split it.")
     # Sorted by (group, end, start): one argsort of the (group, end) key, which gives that order
-    # unless two items of a group end at the same ns (then the three-key lexsort, as before it):
-    # 0.03-0.05 s less at 10^6 events (2-core machine, benchmarks/bench_deps.py's traces).
+    # unless two items of a group end at the same ns (then the three-key lexsort): one sort
+    # instead of three (docs/performance.md#hand-written-code).
     key_all = group * width + e_ns
     order = np.argsort(key_all, kind="stable")
     key = key_all[order]
