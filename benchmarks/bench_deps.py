@@ -25,7 +25,14 @@ order rotating from round to round), so the layouts are compared in one paired r
 medians, and figures from a machine whose speed wanders are ratios measured side by side. The
 figures of docs/performance.md, every layout in one run:
 
-    python3 benchmarks/bench_deps.py --sizes 1e6 --rounds 3 --profile-size 0 Peak RSS is the process's maximum resident set (the reader's worker separately);
+    nice -n 10 python3 benchmarks/bench_deps.py --sizes 1e6 --rounds 3 --profile-size 0
+
+The run ends with one line per layout: each ratio to ``json.load`` and PASS or FAIL against its
+target. cgtool's modules are compiled to bytecode once before the rounds, as installing the package
+does; ``--no-bytecode`` measures with whatever the environment says instead (with
+PYTHONDONTWRITEBYTECODE set, every run compiles every module it imports again).
+
+Peak RSS is the process's maximum resident set (the reader's worker separately);
 "/ file" divides it by the file size. Sizes of 10^7 events and more are written to a temporary
 folder only after checking the free disk space; ``json.load`` is not run on them unless
 ``--json-load-max`` allows it (it needs about 4x the file in memory), and their "x json.load" is
@@ -205,10 +212,25 @@ except SystemExit as e:
 BARE = "import json; import cgtool.cli.main, cgtool.inspect.deps, cgtool.inspect.files, cgtool.report.tables"
 
 
+#: Whether the measured interpreters read cached bytecode (``--no-bytecode`` turns it off).
+BYTECODE = {"cached": True}
+
+
+def compile_bytecode(src: Path) -> None:
+    """Compile ``src``'s cgtool once, as installing the package does: with PYTHONDONTWRITEBYTECODE set
+    (some shells and containers set it) every fresh process would compile every module it imports
+    again, which no installed cgtool does (docs/performance.md, the deps section, says how much)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(src / "cgtool")], check=True,
+                   env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+                   stdout=subprocess.DEVNULL)
+
+
 def measure(body: str, args: list[str], workers: str = "", src: Path = ROOT,
             extra_env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """(seconds, peak RSS MiB, peak RSS MiB of its children) of a fresh interpreter."""
     env = {**os.environ, "PYTHONPATH": str(src), **(extra_env or {})}
+    if BYTECODE["cached"]:  # json.load's process and cgtool's alike
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.pop("CGTOOL_TRACE_WORKERS", None)
     if workers:
         env["CGTOOL_TRACE_WORKERS"] = workers
@@ -453,13 +475,21 @@ def main() -> None:
     ap.add_argument("--before", metavar="GITREF", help="profile the code at GITREF too (before -> after)")
     ap.add_argument("--code", type=Path, default=ROOT, help="the source tree whose cgtool is measured")
     ap.add_argument("--tmp", default=tempfile.gettempdir(), help="folder for the generated traces")
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="measure as PYTHONDONTWRITEBYTECODE leaves it (if set): every module compiled in every run")
     a = ap.parse_args()
+    BYTECODE["cached"] = not a.no_bytecode
+    if BYTECODE["cached"]:
+        compile_bytecode(a.code)
     if a.quick:
         a.sizes, a.rounds, a.profile_size = "1e5", 1, 0
     sizes = [int(float(x)) for x in a.sizes.split(",")]
     fmts = a.formats.split(",")
     print(f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
-          f"python {sys.version.split()[0]}; medians of {a.rounds} paired round(s)")
+          f"python {sys.version.split()[0]}; medians of {a.rounds} paired round(s); bytecode "
+          + ("cached (compiled once, as installed)" if BYTECODE["cached"] else
+             "as the environment leaves it (PYTHONDONTWRITEBYTECODE="
+             f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r})"))
     rows = []
     per_event_json: dict[str, float] = {}
     synthetic: list[dict[str, Any]] = []
@@ -540,6 +570,17 @@ def main() -> None:
                   f"{approx}{s2 / jl:.2f} | {r1 / size:.2f}, {r2 / size:.2f} | {'met' if met else 'MISSED'} |")
         print("targets: 2 processes <= 0.20x json.load, 1 process <= 0.33x, peak RSS <= 1.5x the file "
               "(~: against json.load at the largest measured size, scaled linearly)")
+        # One line per layout and size, for reading the run at a glance: the ratios of this paired run.
+        print("\nper layout (median of the rounds' times; each ratio from the same paired run):")
+        for fmt, ev, size, jl, approx, med in rows:
+            s1, r1, _ = med["1"]
+            s2, r2, _ = med["2"]
+            rss = max(r1, r2) / size
+            verdicts = [("2 processes", s2 / jl, 0.20), ("1 process", s1 / jl, 0.33)]
+            print(f"  {fmt:13s} {ev:>10,} events: " + ", ".join(
+                f"{lab} {approx}{x:.3f}x json.load ({'PASS' if x <= lim else 'FAIL'} vs {lim:.2f}x)"
+                for lab, x, lim in verdicts)
+                + f", peak RSS {rss:.2f}x file ({'PASS' if rss <= 1.5 else 'FAIL'} vs 1.5x)")
         if a.check:
             ok = check(a.check, synthetic)
             if not ok:

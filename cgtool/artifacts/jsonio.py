@@ -18,7 +18,7 @@ import tempfile
 import warnings
 import zlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import msgspec
 
@@ -269,6 +269,35 @@ class Source:
 
     def reopen(self) -> "Source | None":
         return Source(self.path, max_bytes=self.max_bytes, piece=self.piece) if self.regular else None
+
+    def reader(self) -> "Callable[[memoryview], int] | None":
+        """For plain content (not gzip): a function that reads the content's next bytes into the
+        buffer it is given and returns how many (0 at the end), with the checks of ``pieces()``;
+        the same content as ``pieces()``, read straight into the caller's buffer (no copy of each
+        piece). None for gzip content: read ``pieces()``. Use one of the two, once."""
+        if self.gzip:
+            return None
+        given = self.max_bytes is not None
+        what = "a file" if self.regular else "a device or FIFO"
+        head, f, cap, p = memoryview(self.head), self.f, self.cap, self.path
+        state = {"n": 0, "at": 0}  # content read so far; how much of the head was handed out
+
+        def read(into: memoryview) -> int:
+            if state["at"] < len(head):
+                if len(head) > cap:
+                    raise _too_big(p, cap, given, what)
+                k = min(len(into), len(head) - state["at"])
+                into[:k] = head[state["at"]:state["at"] + k]
+                state["at"] += k
+                state["n"] += k
+                return k
+            k = f.readinto(into[:max(1, min(len(into), cap + 1 - state["n"]))]) or 0
+            state["n"] += k
+            if state["n"] > cap:
+                raise _too_big(p, cap, given, what)
+            return k
+
+        return read
 
     def pieces(self) -> Iterator[bytes | memoryview]:
         given = self.max_bytes is not None

@@ -31,6 +31,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from cgtool.inspect.analyzers._arrays import median
+
 #: The replay counts as filling the GPU when its kernels' area is at least this share of its span.
 FILLED_SHARE = 0.9
 #: Suggestions are made only when the estimated saving is at least this share of the span.
@@ -46,7 +48,7 @@ class CriticalPath:
 
     @property
     def median_us(self) -> float:
-        return float(np.median(self.lengths_us)) if len(self.lengths_us) else 0.0
+        return median(self.lengths_us) if len(self.lengths_us) else 0.0
 
 
 def critical_path(deps: Sequence[Sequence[int]], order: Sequence[int], dur: np.ndarray) -> CriticalPath:

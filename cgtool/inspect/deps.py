@@ -56,19 +56,19 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
     docs/deps.md), so its serializations are taken on that one channel, as with channel data."""
     _check_inputs(trace, graphs)
     prepared = matching.prepare_graphs(graphs)
-    m, match, incomplete, notes = _match(trace, prepared, tolerance_us)
+    m, match, incomplete, notes, replays = _match(trace, prepared, tolerance_us)
     lanes = _lanes(trace, match, max_connections, notes)
     ev = m.ev
     start, end = trace.start[ev], trace.end[ev]
     corr, dev = trace.correlation[ev], trace.device[ev]
-    replay, rfirst = dense(dev, m.graph, corr)
+    replay, rfirst = replays if replays is not None else dense(dev, m.graph, corr)
     lanes_key = ((dev,) if lanes.one_channel else (trace.channel_type[ev], trace.channel[ev])
                  if lanes.lane is Lane.CHANNEL else (trace.stream[ev],))
     lane_id, lfirst = dense(*lanes_key)
     n_rep = len(rfirst)
     tm = timing.replay_timing(prepared, m, replay, n_rep, start, end)
     sz = serializations.serializations(trace, prepared, m, replay, lane_id, tm.ready, tolerance_us,
-                                       channel_of=0 if lanes.one_channel else None)
+                                       channel_of=0 if lanes.one_channel else None, times=(start, end))
     cover = waitsmod.coverage(prepared, m)
     empty = np.zeros(0, np.int64)
     inferred = waitsmod.Waits([], empty, empty, empty, empty)
@@ -118,11 +118,14 @@ def _check_inputs(trace: Trace, graphs: Sequence[GraphData]) -> None:
         )
 
 
-def _match(trace: Trace, prepared: dict[int, matching.PreparedGraph],
-           tolerance_us: float) -> tuple[EventMatch, MatchKind, list[Incomplete], list[str]]:
-    """Which event ran which node: by node ids, or inferred; replays lacking an event of some node left out."""
+def _match(trace: Trace, prepared: dict[int, matching.PreparedGraph], tolerance_us: float
+           ) -> tuple[EventMatch, MatchKind, list[Incomplete], list[str], tuple[np.ndarray, np.ndarray] | None]:
+    """Which event ran which node: by node ids, or inferred; replays lacking an event of some node left out.
+    Also the dense replay ids of the match's events (``dense(device, graph, correlation)``) where
+    they were computed on the way (None: to compute)."""
     notes: list[str] = []
     incomplete: list[Incomplete] = []
+    replays = None
     if trace.has_graph_ids:
         in_trace = set(trace.graph_ids())
         others = sorted(in_trace - set(prepared))
@@ -130,7 +133,11 @@ def _match(trace: Trace, prepared: dict[int, matching.PreparedGraph],
         if others:  # only some of the trace's graphs were given: theirs are analysed, the others left out
             notes.append(f"The trace also replays exec graph(s) {others[:8]}, whose exports were not given: their "
                          "events were left out.")
-        m, incomplete = matching.drop_incomplete(trace, m, prepared)
+        if len(m.ev):
+            replays = dense(trace.device[m.ev], m.graph, trace.correlation[m.ev])
+        m, incomplete = matching.drop_incomplete(trace, m, prepared, replays)
+        if incomplete:  # replays were left out: their ids are dense no more
+            replays = None
         match = MatchKind.EXACT
     else:
         m, notes = matching.inferred_match(trace, prepared, tolerance_us)
@@ -147,7 +154,7 @@ def _match(trace: Trace, prepared: dict[int, matching.PreparedGraph],
         notes.append(f"{x.replays} of the {x.of} replays of exec graph {x.graph_id} lack events of some GPU "
                      f"nodes ({_nodes(x.missing)}; correlation ids {x.correlations}) and were left out: "
                      "a replay with a missing event has a wrong span, waits and critical path.")
-    return m, match, incomplete, notes
+    return m, match, incomplete, notes, replays
 
 
 @dataclass(frozen=True)

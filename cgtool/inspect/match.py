@@ -44,6 +44,7 @@ from cgtool.errors import InvalidInputError
 from cgtool.artifacts.graph import GraphData, NodeType
 from cgtool.artifacts.names import demangle
 from cgtool.artifacts.trace import KINDS, Trace, launch_shape
+from cgtool.inspect.analyzers._arrays import dense  # a table where the keys fit, not np.unique's sorts
 from cgtool.inspect.results import Certainty
 
 #: Bounds of the search per launch group.
@@ -179,22 +180,10 @@ def _event_keys(trace: Trace) -> tuple[np.ndarray, list[Key]]:
     name = np.where(kernel, dn_of[trace.name] if len(dn_of) else -1, -1)
     smem = np.where(kernel, trace.shared_memory, -1)
     nbytes = np.where(kernel, -1, trace.nbytes)
-    kid, first = _dense(trace.kind.astype(np.int64), name, trace.shape, smem, nbytes)
+    kid, first = dense(trace.kind.astype(np.int64), name, trace.shape, smem, nbytes)
     keys = [(KINDS[int(trace.kind[i])], dn_names[int(name[i])] if name[i] >= 0 else "", int(trace.shape[i]),
              int(smem[i]), int(nbytes[i])) for i in first.tolist()]
     return kid, keys
-
-
-def _dense(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(dense id per row, index of each id's first row) for the combination of integer columns."""
-    if not len(cols[0]):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    key = np.zeros(len(cols[0]), dtype=np.int64)
-    for c in cols:
-        u, r = np.unique(c, return_inverse=True)
-        key = key * len(u) + r.reshape(-1)
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    return inv.reshape(-1), first
 
 
 @dataclass
@@ -226,7 +215,7 @@ def match_launches(trace: Trace, models: dict[int, GraphModel], *, tolerance_us:
             f"{trace.source} has no graph work: no GPU event carries a graph id and none belongs to "
             "a cudaGraphLaunch. Profile the graph replays (`cgtool trace`), not eager work."
         )
-    lid, first = _dense(trace.device[ev], trace.correlation[ev])
+    lid, first = dense(trace.device[ev], trace.correlation[ev])
     rank = np.empty(len(first), np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))  # launches in order of their first event
     lrank = rank[lid]

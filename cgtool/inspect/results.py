@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from cgtool.inspect.analyzers._arrays import median
 
 class Certainty(str, Enum):
     """How sure a node assignment (and so a verdict) is."""
@@ -377,9 +378,9 @@ def figures(res: DepsResult, graph_id: int | None = None) -> Figures:
         source=res.source,
         graphs=[graph_id] if graph_id is not None else list(res.graphs),
         replays=n,
-        span_median_us=_r(float(np.median(spans))) if n else None,
+        span_median_us=_r(median(spans)) if n else None,
         span_mean_us=_r(float(spans.mean())) if n else None,
-        critical_path_us=_r(float(np.median(crit))) if n else None,
+        critical_path_us=_r(median(crit)) if n else None,
         lane=res.lane, channels_from=res.channels_from, match=res.match, certainty=certainty,
         true=true, true_pairs=sum(1 for f in finds if f.kind is DepKind.TRUE),
         fake=fake if visible else None,

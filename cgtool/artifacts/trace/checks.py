@@ -76,7 +76,7 @@ def _check_events(src: str, seq: np.ndarray, names: list[str], name: np.ndarray,
                    f"concatenated or edited ({int(same.sum())} such duplicates). Record the trace again.")
     # One graph node runs once per launch: a (launch, node) pair seen twice makes replays meaningless.
     on = tools > 0
-    if on.any():
+    if on.any() and _may_repeat(corr[on], tools[on] >> 32, tools[on] & LOW32):
         c_on, t_on = corr[on], tools[on]
         o = np.lexsort((t_on, c_on))
         c_on, t_on = c_on[o], t_on[o]
@@ -99,6 +99,29 @@ def _check_events(src: str, seq: np.ndarray, names: list[str], name: np.ndarray,
                 "no graph id while the others do; they are counted as work outside graphs (dropped from the "
                 "graph analysis). The trace may have been edited or recorded with a partial profiler."),
                 stacklevel=2)
+
+
+def _may_repeat(*cols: np.ndarray) -> bool:
+    """False where no row of the integer columns repeats; True where one may (then the caller's
+    exact check, which sorts the rows, decides and names the first repeat). The rows are one int64
+    key in mixed radix, counted in a table where the key's range is a few times the rows, else
+    sorted. Hand-written for speed: the lexsort of every pair was most of the checks' time
+    (docs/performance.md#hand-written-code), and a valid trace repeats no pair."""
+    n = len(cols[0])
+    key: np.ndarray | None = None
+    room = 1
+    for c in cols:
+        lo, hi = int(c.min()), int(c.max())
+        width = hi - lo + 1
+        if room * width >= 2**62:  # too wide for one key: let the exact check decide
+            return True
+        key = (c - lo) if key is None else key * width + (c - lo)
+        room *= width
+    assert key is not None
+    if room <= 4 * n + 4096:
+        return bool(np.bincount(key, minlength=room).max() > 1)
+    s = np.sort(key)
+    return bool((s[1:] == s[:-1]).any())
 
 
 def _ctype(v: int | str, names: list[str]) -> int:

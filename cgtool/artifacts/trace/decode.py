@@ -430,7 +430,15 @@ def _add_scanned(got: tuple[Any, ...], acc: _Acc) -> bool:
             return False
     launches.update(zip(lcorr, lts.tolist()))
     ldur = np.frombuffer(got[21], np.float64)
-    acc.launch_ends.update((c, t + d) for c, t, d in zip(lcorr, lts.tolist(), ldur.tolist()) if 0 <= d < MAX_DUR_US)
+    # When each launch's host call returned (a launch without a valid duration: unknown, left out);
+    # the same float sums as per launch, in one numpy pass (a chunk holds ~1,000 launches).
+    with np.errstate(invalid="ignore"):
+        timed = (ldur >= 0) & (ldur < MAX_DUR_US)
+    ends = lts + ldur
+    if timed.all():
+        acc.launch_ends.update(zip(lcorr, ends.tolist()))
+    else:
+        acc.launch_ends.update(zip(np.frombuffer(lcorr_b, np.int64)[timed].tolist(), ends[timed].tolist()))
     lo = acc.n
     if n_other:
         acc.other_ph += n_other

@@ -8,7 +8,7 @@ import gc
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import msgspec
 import numpy as np
@@ -92,25 +92,57 @@ _probe = msgspec.json.Decoder(_Probe)
 
 
 class _Buf:
-    """A growing window on a stream of pieces: ``b`` holds the stream from offset ``off`` on."""
+    """A growing window on a stream of pieces: ``b`` holds the stream from offset ``off`` on.
 
-    def __init__(self, pieces: Iterator[bytes | memoryview], off: int = 0) -> None:
-        self.b = bytearray()
+    ``b`` is a memoryview of the first bytes of one bytearray kept for the whole reading (it grows
+    only for an event longer than the window). A plain file is read straight into it (``readinto``:
+    the Source's ``reader()``); other sources' pieces are copied into it. Forgetting the front
+    moves the rest (the part of a window after its last whole event: small) to its start.
+    Hand-written for speed: appending each 8 MiB piece to a bytearray and deleting the front
+    copied every byte a second time, into memory freed and faulted in again from window to window
+    (docs/performance.md#hand-written-code)."""
+
+    def __init__(self, pieces: Iterator[bytes | memoryview], off: int = 0,
+                 readinto: Callable[[memoryview], int] | None = None) -> None:
         self.it = pieces
+        self.readinto = readinto
+        self._store = bytearray(2 * WINDOW + (1 << 16))
+        self._view = memoryview(self._store)
+        self._n = 0
+        self.b = self._view[:0]
         self.eof = False
         self.off = off
+
+    def _room(self, k: int) -> None:
+        """At least ``k`` bytes free after the data (a bigger store: the old one is left to views of it)."""
+        if self._n + k > len(self._store):
+            store = bytearray(max(2 * len(self._store), self._n + k))
+            store[:self._n] = self._view[:self._n]
+            self._store, self._view = store, memoryview(store)
 
     def more(self) -> bool:
         if self.eof:
             return False
         try:
-            piece = next(self.it)
+            if self.readinto is not None:
+                self._room(WINDOW)
+                k = self.readinto(self._view[self._n:self._n + WINDOW])
+                if not k:
+                    self.eof = True
+                    return False
+                self._n += k
+            else:
+                piece = next(self.it)
+                k = len(piece)
+                self._room(k)
+                self._view[self._n:self._n + k] = piece
+                self._n += k
         except StopIteration:
             self.eof = True
             return False
         except InvalidInputError as e:  # the input itself (the cap, a damaged gzip stream): reported as is
             raise _SourceError(e) from None
-        self.b += piece
+        self.b = self._view[:self._n]
         return True
 
     def fill(self, n: int) -> None:
@@ -123,10 +155,13 @@ class _Buf:
         return bytes(self.b)
 
     def drop(self, k: int) -> None:
-        """Forget ``b[:k]`` (bytearray deletes from the front without moving the rest)."""
+        """Forget ``b[:k]``: the rest moves to the start (``b`` is a new view: read it again)."""
         if k > 0:
-            del self.b[:k]
+            rest = self._n - k
+            self._view[:rest] = self._view[k:self._n]
+            self._n = rest
             self.off += k
+            self.b = self._view[:rest]
 
 
 def _find_events(buf: _Buf) -> int:
@@ -151,7 +186,7 @@ def _find_events(buf: _Buf) -> int:
             raise _Fallback
 
 
-def _last_sep(b: bytearray, lo: int, hi: int) -> tuple[int, int]:
+def _last_sep(b: memoryview, lo: int, hi: int) -> tuple[int, int]:
     """The last event separator ``}`` , ``{`` with its ``{`` in ``b[lo:hi]``: (index of the ``}``,
     index of the ``{``), or (-1, -1). Looked for in the window's last 64 KiB first."""
     for start in (max(lo, hi - 65536), lo):
@@ -233,7 +268,7 @@ def _stream_events(buf: _Buf, pos: int, acc: _Acc, stop: int | None = None) -> i
 _NON_WS = re.compile(rb"[^ \t\r\n]")
 
 
-def _skip_ws(b: bytearray, i: int) -> int:
+def _skip_ws(b: memoryview, i: int) -> int:
     m = _NON_WS.search(b, i)
     return len(b) if m is None else m.start()
 
@@ -290,7 +325,8 @@ def _last_chunk(buf: _Buf, pos: int, acc: _Acc) -> int:
 
 
 def _load_streaming(source: Source, src: str) -> Trace:
-    buf = _Buf(source.pieces())
+    read = source.reader()
+    buf = _Buf(iter(()), readinto=read) if read is not None else _Buf(source.pieces())
     start = _find_events(buf)
     prefix = bytes(buf.b[:start - 1])
     buf.drop(start - 1)  # keep the "[": a chunk's first byte is overwritten during its decode
@@ -314,7 +350,7 @@ def _load_streaming(source: Source, src: str) -> Trace:
                     # The worker's part is read here instead: from the event after the bound.
                     buf.fill(len(buf.b) + 1)
                     k = _skip_ws(buf.b, 0)
-                    if buf.b[k:k + 1] != b",":
+                    if bytes(buf.b[k:k + 1]) != b",":
                         raise _Fallback
                     k = _skip_ws(buf.b, k + 1)
                     buf.drop(k - 1)
@@ -397,21 +433,17 @@ class _Worker:
 
     @staticmethod
     def _run(fd: int, begin: int, src: str, w: int) -> None:
-        def pieces() -> Iterator[bytes | memoryview]:
-            off = begin - 1
-            buf = bytearray(WINDOW)  # read into again and again (see jsonio._read_pieces)
-            view = memoryview(buf)
-            while True:
-                k = os.preadv(fd, [buf], off)
-                if not k:
-                    return
-                off += k
-                yield view[:k]
+        at = [begin - 1]
+
+        def readinto(into: memoryview) -> int:  # straight into the window (see _Buf)
+            k = os.preadv(fd, [into], at[0])
+            at[0] += k
+            return k
 
         acc = _Acc(src)
         blobs: list[Any] = []
         try:
-            buf = _Buf(pieces(), begin - 1)
+            buf = _Buf(iter(()), begin - 1, readinto)
             buf.fill(2)
             end = _stream_events(buf, 1, acc)
             buf.rest()
@@ -454,7 +486,7 @@ class _Worker:
                     return None
                 theirs[k] = arr
             suffix = f.read(head["suffix"])
-        if any(int(c) in acc.launches for c, _ in head["launches"]):
+        if not acc.launches.keys().isdisjoint(c for c, _ in head["launches"]):
             return None  # reported by the parent's own reading of that half
         # The worker's name (and channel type name) indices are remapped to the parent's.
         remap = np.array([acc.names.setdefault(x, len(acc.names)) for x in head["names"]], dtype=np.int32)
@@ -470,10 +502,9 @@ class _Worker:
         theirs["seq"] += acc.n
         for k in _COLS:
             acc.parts[k].append(theirs.pop(k))
-        for c, t in head["launches"]:
-            acc.launches[int(c)] = float(t)
-        for c, t in head["launch_ends"]:
-            acc.launch_ends[int(c)] = float(t)
+        # [id, time] pairs as msgspec decodes them: ints and floats already (encoded from them)
+        acc.launches.update(head["launches"])
+        acc.launch_ends.update(head["launch_ends"])
         n_other, first_other = head["other_ph"]
         if n_other:
             if acc.other_ph_first < 0:

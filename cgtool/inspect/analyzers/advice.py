@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 
 from cgtool.artifacts.trace import Trace
+from cgtool.inspect.analyzers._arrays import distinct
 from cgtool.inspect import cost as costmod
 from cgtool.inspect.results import DepsResult, Lane
 from cgtool.text import plural
@@ -33,7 +33,7 @@ def suggest(res: DepsResult, trace: Trace) -> list[str]:
         res.notes.append(f"Re-scheduled without the {basis}, the replays would be an estimated "
                          f"{c['saving_us']:.1f} µs shorter ({100 * share:.1f}% of the {mean_span:.1f} µs mean span).")
     env = (trace.cgtool or {}).get("CUDA_DEVICE_MAX_CONNECTIONS")
-    chans = {int(ch) for ch in np.unique(trace.channel) if ch >= 0}
+    chans = {ch for ch in distinct(trace.channel).tolist() if ch >= 0}
     if not chans and res.events is not None and res.lane is Lane.CHANNEL:  # one connection: channel 0
         chans = {0}
     try:

@@ -18,6 +18,7 @@ from cgtool.artifacts.names import demangle
 from cgtool.artifacts.trace import KINDS, Trace
 from cgtool.errors import InvalidInputError
 from cgtool.inspect import DEFAULT_TOLERANCE_US
+from cgtool.inspect.analyzers._arrays import dense, distinct, unique_ids
 from cgtool.inspect.match import GraphModel, match_launches, prepare
 from cgtool.inspect.reach import Reachability, topological_order
 from cgtool.inspect.results import EventMatch
@@ -81,10 +82,12 @@ def exact_match(trace: Trace, graphs: dict[int, PreparedGraph], *, ignore_unknow
     """The match by graph node ids. ``ignore_unknown``: events of graphs not given are left out
     (else they are an error: the trace and the exports come from different instantiations)."""
     ev = np.flatnonzero(trace.graph_id > 0)
-    if ignore_unknown:
-        ev = ev[np.isin(trace.graph_id[ev], list(graphs))]
     gids = trace.graph_id[ev]
-    in_trace = [int(x) for x in np.unique(gids)]
+    in_trace = distinct(gids).tolist()
+    if ignore_unknown and any(i not in graphs for i in in_trace):
+        keep = np.isin(gids, list(graphs))
+        ev, gids = ev[keep], gids[keep]
+        in_trace = [i for i in in_trace if i in graphs]
     unknown = [i for i in in_trace if i not in graphs]
     if unknown:
         raise InvalidInputError(
@@ -96,10 +99,12 @@ def exact_match(trace: Trace, graphs: dict[int, PreparedGraph], *, ignore_unknow
     node = np.empty(len(ev), dtype=np.int64)
     for gid in in_trace:
         pg = graphs[gid]
-        m = gids == gid
-        found = pg.lookup(trace.tools_id[ev[m]])
+        # One graph (the usual trace): its events are all of them, no mask to apply.
+        m: Any = slice(None) if len(in_trace) == 1 else gids == gid
+        ev_m = ev[m]
+        found = pg.lookup(trace.tools_id[ev_m])
         if (found < 0).any():
-            i = int(ev[m][np.flatnonzero(found < 0)[0]])
+            i = int(ev_m[np.flatnonzero(found < 0)[0]])
             e = trace.event(i)
             raise InvalidInputError(
                 f"{trace.source}: event #{e.seq} ({e.name[:50]!r}) has graph node id {e.tools_id}, "
@@ -110,10 +115,10 @@ def exact_match(trace: Trace, graphs: dict[int, PreparedGraph], *, ignore_unknow
         # Exec graph ids count up per process (the first graph of every process has the same id),
         # so equal ids do not prove that a trace and an export belong together: each node must
         # also be of its events' kind and, for kernels, have their name. Checked once per pair.
-        combo = found * 65536 * 4 + trace.name[ev[m]].astype(np.int64) * 4 + trace.kind[ev[m]]
-        _, first = np.unique(combo, return_index=True)
-        for j in first:
-            i = int(ev[m][j])
+        # The first event of each distinct (node, name, kind), in that order (a table, not a sort).
+        _, first = dense(found, trace.name[ev_m], trace.kind[ev_m])
+        for j in first.tolist():
+            i = int(ev_m[j])
             nd = int(found[j])
             kind, name = KINDS[trace.kind[i]], trace.names[trace.name[i]]
             if _key_node(pg.g, nd) != _key_event(kind, name):
@@ -130,8 +135,8 @@ def exact_match(trace: Trace, graphs: dict[int, PreparedGraph], *, ignore_unknow
 def match_graph_events(trace: Trace, g: GraphData) -> tuple[np.ndarray, np.ndarray]:
     """(event indices, node indices) of the trace's events of exec graph ``g`` (node ids needed),
     with the same checks as the analysis (ids present, kinds and names agree)."""
-    if g.exec_graph_id not in set(np.unique(trace.graph_id).tolist()):
-        ids = sorted(int(x) for x in np.unique(trace.graph_id[trace.graph_id > 0]))
+    if g.exec_graph_id not in set(distinct(trace.graph_id).tolist()):
+        ids = distinct(trace.graph_id[trace.graph_id > 0]).tolist()
         raise InvalidInputError(
             f"{trace.source} has graph ids {ids or 'none'} but {g.source} is exec graph "
             f"{g.exec_graph_id}: they come from different instantiations. Pass the matching pair."
@@ -182,18 +187,19 @@ def graph_events(trace: Trace, g: GraphData, *, tolerance_us: float = DEFAULT_TO
     return m.ev, m.node
 
 
-def drop_incomplete(trace: Trace, m: EventMatch, graphs: dict[int, PreparedGraph]) -> tuple[EventMatch, list[Any]]:
+def drop_incomplete(trace: Trace, m: EventMatch, graphs: dict[int, PreparedGraph],
+                    replays: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[EventMatch, list[Any]]:
     """Leave out the replays that lack an event of some GPU node of their graph (a record lost by
     the profiler, a replay cut at the edge of a traced window): their span, waits and critical
     path would be wrong. Returns the match of the complete replays and, per graph, what was left
     out (``results.Incomplete``). The inferred match needs no such step: a launch whose events do
-    not cover its graph's nodes has no consistent assignment and is left out there."""
-    from cgtool.inspect.analyzers._arrays import dense, unique_ids
+    not cover its graph's nodes has no consistent assignment and is left out there.
+    ``replays``: ``dense(device, graph, correlation)`` of ``m``'s events, where the caller has it."""
     from cgtool.inspect.results import Incomplete
 
     if not len(m.ev):
         return m, []
-    rep, first = dense(trace.device[m.ev], m.graph, trace.correlation[m.ev])
+    rep, first = replays if replays is not None else dense(trace.device[m.ev], m.graph, trace.correlation[m.ev])
     keep = np.ones(len(m.ev), bool)
     out: list[Incomplete] = []
     for gid, pg in graphs.items():

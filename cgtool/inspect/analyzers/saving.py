@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from cgtool.inspect import cost as costmod
+from cgtool.inspect.analyzers._arrays import distinct
 from cgtool.inspect.analyzers.matching import PreparedGraph
 from cgtool.inspect.results import DepKind, EventMatch, Finding, InferredWait
 
@@ -40,7 +41,7 @@ def estimate(prepared: dict[int, PreparedGraph], m: EventMatch, start: np.ndarra
     all_b = np.concatenate([b, w_b])
     all_a = np.concatenate([a, w_a])
     all_tag = np.concatenate([np.where(undecided_tag, -1, fake_tag), w_id + n_find])
-    pick = np.unique(np.linspace(0, n_rep - 1, min(n_rep, ESTIMATE_REPLAYS)).round().astype(np.int64))
+    pick = distinct(np.linspace(0, n_rep - 1, min(n_rep, ESTIMATE_REPLAYS)).round().astype(np.int64))
     in_pick = np.isin(replay[all_b], pick)
     by_b: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for bb, aa, tt in zip(all_b[in_pick].tolist(), all_a[in_pick].tolist(), all_tag[in_pick].tolist()):

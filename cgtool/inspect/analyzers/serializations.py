@@ -40,19 +40,24 @@ class Serializations:
 
 def serializations(trace: Trace, prepared: dict[int, PreparedGraph], m: EventMatch, replay: np.ndarray,
                    lane_id: np.ndarray, ready: np.ndarray, tolerance_us: float,
-                   channel_of: int | None = None) -> Serializations:
+                   channel_of: int | None = None, times: tuple[np.ndarray, np.ndarray] | None = None
+                   ) -> Serializations:
     """``channel_of``: the channel of every event where the trace has none but it is known (one
-    connection: channel 0)."""
+    connection: channel 0). ``times``: (start, end) of the matched events, where the caller has them."""
     ev = m.ev
-    start, end = trace.start[ev], trace.end[ev]
+    start, end = times if times is not None else (trace.start[ev], trace.end[ev])
     a_of = latest_before(start, end, replay * (int(lane_id.max()) + 1) + lane_id, tolerance_us)
     b = np.flatnonzero(a_of >= 0)
     a = a_of[b]
     kind_true = np.zeros(len(b), dtype=bool)
+    node_a, node_b, graph_b = m.node[a], m.node[b], m.graph[b]
     for gid, pg in prepared.items():
-        mm = m.graph[b] == gid
+        if len(prepared) == 1:  # every matched event is of this graph: no mask to apply
+            kind_true = np.asarray(pg.reach.reachable_many(node_a, node_b), dtype=bool)
+            continue
+        mm = graph_b == gid
         if mm.any():
-            kind_true[mm] = pg.reach.reachable_many(m.node[a[mm]], m.node[b[mm]])
+            kind_true[mm] = pg.reach.reachable_many(node_a[mm], node_b[mm])
     cert, n_assign = certainty(m, prepared, a, b)
     undecided = cert == CERTS.index(Certainty.UNDECIDED)
     kind = np.where(undecided, 2, np.where(kind_true, 0, 1))  # index into KINDS
@@ -60,22 +65,20 @@ def serializations(trace: Trace, prepared: dict[int, PreparedGraph], m: EventMat
     wait = np.where(kind == 1, np.maximum(0.0, start[b] - ready[b]), 0.0)
 
     # Aggregate distinct pairs (and, for inferred matches, their certainty).
-    gcode = np.searchsorted(np.array(sorted(prepared), dtype=np.int64), m.graph[b])
-    pair, pfirst = dense(gcode, m.node[a], m.node[b], kind, cert, n_assign) if len(b) else dense(gcode)
+    gcode = np.searchsorted(np.array(sorted(prepared), dtype=np.int64), graph_b)
+    pair, pfirst = dense(gcode, node_a, node_b, kind, cert, n_assign) if len(b) else dense(gcode)
     counts = np.bincount(pair, minlength=len(pfirst)) if len(b) else np.zeros(0, np.int64)
     gaps = np.bincount(pair, weights=gap, minlength=len(pfirst)) if len(b) else np.zeros(0)
     waits = np.bincount(pair, weights=wait, minlength=len(pfirst)) if len(b) else np.zeros(0)
     findings: list[Finding] = []
-    chan = trace.channel[ev]
-    stream = trace.stream[ev]
     for k, j in enumerate(pfirst.tolist()):
-        gid = int(m.graph[b[j]])
+        gid = int(graph_b[j])
         pg = prepared[gid]
-        na, nb = int(m.node[a[j]]), int(m.node[b[j]])
-        c = int(chan[b[j]]) if channel_of is None else channel_of
+        na, nb = int(node_a[j]), int(node_b[j])
+        c = int(trace.channel[ev[b[j]]]) if channel_of is None else channel_of
         findings.append(Finding(
             gid, pg.g.nodes[na].tools_id, pg.g.nodes[nb].tools_id, KINDS[int(kind[j])],
-            None if c < 0 else c, int(stream[b[j]]), int(counts[k]),
+            None if c < 0 else c, int(trace.stream[ev[b[j]]]), int(counts[k]),
             float(gaps[k] / counts[k]), float(waits[k]), pg.name(na), pg.name(nb),
             CERTS[int(cert[j])].value, int(n_assign[j])))
     return Serializations(a, b, kind, pair, wait, findings)

@@ -17,7 +17,7 @@ import numpy as np
 from cgtool.artifacts.graph import GraphData
 from cgtool.artifacts.trace import Trace
 from cgtool.inspect import DEFAULT_TOLERANCE_US, cost as costmod
-from cgtool.inspect.analyzers._arrays import dense, unique_ids
+from cgtool.inspect.analyzers._arrays import dense, median, unique_ids
 from cgtool.inspect.analyzers.matching import PreparedGraph, graph_events
 from cgtool.inspect.reach import topological_order
 from cgtool.inspect.results import EventMatch
@@ -90,7 +90,7 @@ def replay_timing(prepared: dict[int, PreparedGraph], m: EventMatch, replay: np.
         paths[gid] = cp.path
         crit_all.append(cp.lengths_us)
         ready[sel] = R[local, m.node[sel]]
-    med = round(float(np.median(np.concatenate(crit_all))), 3) if crit_all else None
+    med = round(median(np.concatenate(crit_all)), 3) if crit_all else None
     return Timing(ready, span, crit, paths, med)
 
 
