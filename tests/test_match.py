@@ -303,3 +303,19 @@ def test_disagreeing_assignments_leave_the_verdict_undecided(tmp_path):
     assert js["match_groups"] == [{"graph_id": 2, "replays": 1, "events_per_replay": 4, "assignments": 2,
                                    "complete": True}]
     assert not r.suggestions
+
+
+def test_chains_cannot_crowd_a_stream_so_the_search_ends(data_dir):
+    """forkjoin_tiny: 8 interchangeable 16-kernel chains on 8 streams of 16 slots, one kernel name
+    throughout. Starting a second chain on a stream whose later slots cannot hold both chains' rests
+    has no completion; cut when it is made, the search ends (complete) within its bounds with the one
+    assignment the chains' symmetry leaves. Without that cut it ran into its time bound and reported a
+    lower bound."""
+    case = data_dir / "forkjoin_tiny_kineto_mc1"
+    t = load_trace(case / "trace.json.gz")
+    g = GraphData.load(case / "graph.json")
+    mt = match_launches(t, {g.exec_graph_id: prepare(g, topological_order(g))})
+    assert mt.groups and all(lg.complete for lg in mt.groups) and not mt.unmatched
+    assert not any("stopped at its bound" in n for n in mt.notes)
+    streams = Counter(int(s) for s in t.stream[mt.groups[0].events[:, 0]])
+    assert sorted(streams.values()) == [16] * 7 + [18]  # the case is the one described

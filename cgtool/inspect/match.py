@@ -333,6 +333,24 @@ def _search(m: GraphModel, gid: int, members: _Members, trace: Trace, tol: float
     t_end = time.perf_counter() + time_limit_s
     complete = True
     okcols: list[list[bool] | None] = [None] * n_slots
+    # Room on each stream: a chain runs on one stream, so once a chain's first node is placed on a
+    # stream, the rest of the chain needs as many of that stream's later slots. A partial assignment
+    # that commits a stream to more nodes than slots it has left has no completion: cut where it is
+    # made, not positions later (interchangeable chains started on one stream otherwise fill the
+    # search's time bound on small traces). Only assignments without completions are cut.
+    rest: dict[int, int] = {}  # a chain's first node -> the nodes of the chain after it
+    for v in m.gpu:
+        if v not in link:
+            n, u = 0, v
+            while len(succs[u]) == 1 and link.get(succs[u][0]) == u:
+                u, n = succs[u][0], n + 1
+            rest[v] = n
+    left_on: list[dict[int, int]] = [{} for _ in range(n_slots)]  # position -> stream -> slots after it
+    after: Counter[int] = Counter()
+    for q in range(n_slots - 1, -1, -1):
+        left_on[q] = dict(after)
+        after[slot_stream[order[q]]] += 1
+    committed: Counter[int] = Counter()  # stream -> unplaced nodes of chains started on it
 
     def candidates(p: int) -> list[int]:
         k = order[p]
@@ -354,10 +372,14 @@ def _search(m: GraphModel, gid: int, members: _Members, trace: Trace, tol: float
                     ok = False
                     break
             if ok:
-                out.append(v)
+                s = slot_stream[k]
+                need = committed[s] + (rest[v] if u0 is None else -1)
+                if need <= left_on[p].get(s, 0):
+                    out.append(v)
         return out
 
     def place(p: int, v: int) -> None:
+        committed[slot_stream[order[p]]] += rest[v] if v not in link else -1
         slot_of[v] = order[p]
         assign[order[p]] = v
         hr = head_rank.get(v)
@@ -371,6 +393,7 @@ def _search(m: GraphModel, gid: int, members: _Members, trace: Trace, tol: float
 
     def unplace(p: int) -> None:
         v = assign[order[p]]
+        committed[slot_stream[order[p]]] -= rest[v] if v not in link else -1
         del slot_of[v]
         assign[order[p]] = -1
         hr = head_rank.get(v)
