@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+import weakref
+from typing import Any
+
 import typer
 
 from cgtool._version import __version__
@@ -59,6 +62,15 @@ def run_app(app: typer.Typer, argv: list[str] | None = None) -> None:
     with its status (``_guard.guarded``)."""
     from cgtool.cli._help import polish
 
-    cmd = typer.main.get_command(app)
-    polish(cmd, quiet=_quiet)
+    cmd = _COMMANDS.get(app)
+    if cmd is None:
+        cmd = _COMMANDS[app] = typer.main.get_command(app)
+        polish(cmd, quiet=_quiet)
     guarded(lambda: cmd.main(args=argv, standalone_mode=False, prog_name="cgtool"))
+
+
+#: The click command built from each app, built once a process: typer walks every command's
+#: signature to build it, which in-process callers (the test suite) paid on every call
+#: (docs/performance.md, "The test suite"); click makes a new context per call, so a command runs
+#: the same twice.
+_COMMANDS: "weakref.WeakKeyDictionary[typer.Typer, Any]" = weakref.WeakKeyDictionary()
