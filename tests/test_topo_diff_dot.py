@@ -53,6 +53,34 @@ def test_max_concurrency_is_exact_where_levels_underestimate():
     assert t.max_concurrency == 3
 
 
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@st.composite
+def _dags(draw):
+    n = draw(st.integers(1, 11))
+    pairs = [(u, v) for v in range(n) for u in range(v)]
+    edges = draw(st.lists(st.sampled_from(pairs), max_size=3 * n, unique=True)) if pairs else []
+    return n, edges
+
+
+@settings(max_examples=200, deadline=None)
+@given(_dags())
+def test_max_concurrency_is_the_largest_antichain_by_brute_force(dag):
+    """The width (Kuhn's matching over bitsets) against the largest antichain found by trying every
+    set of nodes, largest first, on random DAGs: no two nodes of it joined by a path (networkx)."""
+    from itertools import combinations
+
+    n, edges = dag
+    G = nx.DiGraph()
+    G.add_nodes_from(range(n))
+    G.add_edges_from(edges)
+    closure = nx.transitive_closure_dag(G)
+    want = next(k for k in range(n, 0, -1) for c in combinations(range(n), k)
+                if not any(closure.has_edge(a, b) or closure.has_edge(b, a) for a, b in combinations(c, 2)))
+    assert analyze(from_edges(n, edges)).max_concurrency == want
+
+
 def test_measured_critical_path(data_dir):
     g = GraphData.load(data_dir / "forkjoin" / "graph.json")
     durs = {n.index: 100.0 if n.index % 2 else 1.0 for n in g.nodes}

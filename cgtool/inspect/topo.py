@@ -170,14 +170,58 @@ def _max_antichain(g: GraphData, reach: Reachability) -> int | None:
         anc[v] = b
     if sum(b.bit_count() for b in anc) > EXACT_PAIR_LIMIT:
         return None
-    B = nx.Graph()
-    left = [("L", i) for i in range(n)]
-    B.add_nodes_from(left, bipartite=0)
-    B.add_nodes_from((("R", i) for i in range(n)), bipartite=1)
-    for b, bits in enumerate(anc):
+    return n - _max_matching(anc, reach.order)
+
+
+def _max_matching(anc: list[int], order: list[int]) -> int:
+    """Size of a maximum matching of the comparability graph (left u, right v, u an ancestor of v):
+    Kuhn's augmenting paths over bitsets. Hand-written for speed: networkx's Hopcroft-Karp needs the
+    graph built edge by edge first, one edge per comparable pair (the transitive closure), and that
+    building was most of the width's time (docs/performance.md, hand-written code); here a node's
+    descendants are one integer and each augmenting search visits a right node once."""
+    n = len(anc)
+    desc = [0] * n
+    for v in order:  # descendants from the ancestor sets: v is a descendant of each of its ancestors
+        bits = anc[v]
         while bits:
             low = bits & -bits
-            B.add_edge(("L", low.bit_length() - 1), ("R", b))
+            desc[low.bit_length() - 1] |= 1 << v
             bits ^= low
-    m = nx.bipartite.hopcroft_karp_matching(B, top_nodes=left)
-    return n - len(m) // 2
+    match_l, match_r = [-1] * n, [-1] * n
+    free = (1 << n) - 1  # right nodes not matched yet
+    size = 0
+    for u in reversed(order):  # greedy first: the nearest free descendant (a chain's next node)
+        cand = desc[u] & free
+        if cand:
+            r = (cand & -cand).bit_length() - 1
+            match_l[u], match_r[r] = r, u
+            free &= ~(1 << r)
+            size += 1
+    for u in order:
+        if match_l[u] >= 0 or not desc[u]:
+            continue
+        seen, reached_from = 0, {}
+        stack = [[u, desc[u]]]
+        while stack:
+            top = stack[-1]
+            cand = top[1] & ~seen
+            if not cand:
+                stack.pop()
+                continue
+            low = cand & -cand
+            r = low.bit_length() - 1
+            seen |= low
+            top[1] = cand ^ low
+            reached_from[r] = top[0]
+            if match_r[r] < 0:  # an augmenting path: flip it back to u
+                while True:
+                    lu = reached_from[r]
+                    prev = match_l[lu]
+                    match_l[lu], match_r[r] = r, lu
+                    if lu == u:
+                        break
+                    r = prev
+                size += 1
+                break
+            stack.append([match_r[r], desc[match_r[r]]])
+    return size
