@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cgtool.capture import snapshot as snap
 from cgtool.capture.record import inputs as mod
 
 A, SIZE = 0x7F00_0000_0000, 32768
@@ -431,7 +432,7 @@ def test_snapshot_does_not_import_inductor(monkeypatch: Any) -> None:
     before (its lazy attribute still imports); with Inductor loaded, the symbolizer sees the real one."""
     imported: list[str] = []
     torch, asked = _lazy_torch(monkeypatch, imported)
-    assert mod.allocator_snapshot(torch) == {"segments": [], "device_traces": [[]]}
+    assert snap.allocator_snapshot(torch) == {"segments": [], "device_traces": [[]]}
     assert (asked, imported) == ([False], [])
     assert "_inductor" not in vars(torch)
     assert torch._inductor.codecache == "the real codecache" and imported == ["_inductor"]
@@ -443,7 +444,7 @@ def test_snapshot_does_not_import_inductor(monkeypatch: Any) -> None:
     # loaded already (an attribute of torch): used as it is
     torch3, asked3 = _lazy_torch(monkeypatch, imported)
     torch3._inductor = types.SimpleNamespace(codecache="loaded")
-    mod.allocator_snapshot(torch3)
+    snap.allocator_snapshot(torch3)
     assert asked3 == [True] and torch3._inductor.codecache == "loaded"
 
 
@@ -454,7 +455,7 @@ def test_inductor_placeholder_serves_other_threads(monkeypatch: Any) -> None:
     real.config = "real config"  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torch._inductor", real)
     torch = types.ModuleType("torch")
-    stand_in = mod._InductorPlaceholder(torch)
+    stand_in = snap._InductorPlaceholder(torch)
     got: list[Any] = []
     t = threading.Thread(target=lambda: got.append(getattr(stand_in, "config", None)))
     t.start()
@@ -469,7 +470,7 @@ def test_inductor_placeholder_serves_other_threads(monkeypatch: Any) -> None:
         return {}
 
     torch2.cuda = types.SimpleNamespace(memory=types.SimpleNamespace(_snapshot=snapshot))  # type: ignore[attr-defined]
-    mod.allocator_snapshot(torch2)
+    snap.allocator_snapshot(torch2)
     assert vars(torch2)["_inductor"] is real
 
 

@@ -246,7 +246,7 @@ def _pool_spans(torch: Any, pools: Sequence[Any]) -> list[tuple[int, int, int]]:
         return []
     # The guarded snapshot: torch's own would import torch._inductor (seconds) in a program that
     # never compiled, when the allocator records history.
-    from cgtool.capture.record.inputs import allocator_snapshot
+    from cgtool.capture.snapshot import allocator_snapshot
 
     spans = []
     for seg in allocator_snapshot(torch)["segments"]:

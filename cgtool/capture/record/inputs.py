@@ -51,11 +51,11 @@ import linecache
 import sys
 import threading
 import time
-import types
 from dataclasses import dataclass, field
 from typing import Any
 
 from cgtool.capture.record import attribution
+from cgtool.capture.snapshot import allocator_snapshot
 
 #: Allocator history ring size (events): enough for the allocations and frees between two checks of
 #: a serving loop; a ring that overflowed is noted (``history_lost``).
@@ -258,51 +258,6 @@ def _extra_words(extra: int) -> list[int]:
             sp = arr[k + 1]
             size = _U64.from_address(sp).value if sp else 0
     return _words(buf, size) if buf and size else []
-
-
-# ------------------------------------------------------------------------------ the snapshot
-class _InductorPlaceholder(types.ModuleType):
-    """``torch._inductor`` while :func:`allocator_snapshot` runs in a process that never loaded it.
-
-    The snapshot's symbolizer asks ``hasattr(torch, "_inductor")`` and then
-    ``hasattr(torch._inductor, "codecache")``; to the snapshotting thread this answers no to the second
-    (no Inductor code ran, so no generated frames to expand). Any other thread that meets it in that
-    window gets the real module's attributes (imported then, as torch's own lazy ``__getattr__`` would)."""
-
-    def __init__(self, torch: Any) -> None:
-        super().__init__("torch._inductor")
-        self._cgtool_torch = torch
-        self._cgtool_thread = threading.get_ident()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_cgtool_") or threading.get_ident() == self.__dict__.get("_cgtool_thread"):
-            raise AttributeError(name)
-        import importlib
-
-        return getattr(importlib.import_module("torch._inductor"), name)
-
-
-def allocator_snapshot(torch: Any) -> dict[str, Any]:
-    """``torch.cuda.memory._snapshot()``, without importing ``torch._inductor`` into the program.
-
-    The snapshot turns each recorded Python stack into frames (torch's
-    ``torch/csrc/profiler/python/combined_traceback.cpp``, ``appendSymbolized``), and first asks
-    ``hasattr(torch, "_inductor")`` to find the frames of Inductor's generated code. ``torch`` answers
-    attributes it lacks with its module ``__getattr__``, which imports its lazy submodules
-    (``_dynamo``, ``_inductor``, ...): in a program that never compiled, the first snapshot imported
-    Inductor (Dynamo, sympy, ...), seconds inside the first graph's instantiation, and changed the
-    program's modules. While ``torch._inductor`` is not loaded, a placeholder
-    (:class:`_InductorPlaceholder`) stands in for it during the call, then goes."""
-    d = vars(torch)
-    if "_inductor" in d or "torch._inductor" in sys.modules:
-        return torch.cuda.memory._snapshot()  # type: ignore[no-any-return]
-    stand_in = _InductorPlaceholder(torch)
-    d["_inductor"] = stand_in
-    try:
-        return torch.cuda.memory._snapshot()  # type: ignore[no-any-return]
-    finally:
-        if d.get("_inductor") is stand_in:  # an import of the real one meanwhile replaced it: keep that
-            del d["_inductor"]
 
 
 # ------------------------------------------------------------------------------------ sites

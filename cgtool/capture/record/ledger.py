@@ -17,7 +17,7 @@ import msgspec
 from cgtool.artifacts.recording import (GraphEntry, GraphInputs, GraphMemory, InputChecks, MemoryLedger, PoolBytes,
                                         TracedLaunch as LaunchEntry)
 from cgtool.capture.record import attribution
-from cgtool.capture.record.inputs import allocator_snapshot
+from cgtool.capture.snapshot import allocator_snapshot
 
 if TYPE_CHECKING:
     from cgtool.capture.record.tracker import GraphRecord, TracedLaunch
