@@ -7,8 +7,9 @@
 # with a "----- exit status" line after it. Stages:
 #   1. three lanes at once, each on both GPUs (separate processes and ports; NCCL allows concurrent
 #      communicators): per workload capture, export, trace (--max-connections 1 and default), then
-#      deps/topo/report on the per-rank outputs; record -- torchrun of nccl_in_graph.py, and of its
-#      --hang variant (graph alive at destroy_process_group) stopped by `timeout -s TERM` with --hang-after;
+#      deps/topo/report on the per-rank outputs; record -- torchrun of nccl_in_graph.py, record
+#      --nproc-per-node 2 of it, and torchrun of its --hang variant (graph alive at
+#      destroy_process_group) stopped by `timeout -s TERM` with --hang-after;
 #   2. bench of both workloads, alone on the GPUs (its figures are timings);
 #   3. two lanes: two simulated nodes (two torchrun agents, one GPU each, c10d rendezvous on localhost)
 #      running capture, trace and record; pytest -m gpu2.
@@ -73,13 +74,18 @@ records() {
     python3 -m torch.distributed.run --nproc-per-node 2 --master-port 29531 $P
   echo $? > "$W/rec_nig.rc"
   tail -n 25 "$W/rec_nig.stderr"; "${CHK[@]}" record "$W/rec_nig" "$W/rec_nig.stdout"
+  step "record --nproc-per-node 2 nccl_in_graph.py (the option, not -- torchrun)"
+  runr "$W/rec_opt.stdout" "$W/rec_opt.stderr" 100 "${CG[@]}" record -o "$W/rec_opt" --force --nproc-per-node 2 \
+    --rdzv-endpoint localhost:29533 $P
+  echo $? > "$W/rec_opt.rc"
+  tail -n 25 "$W/rec_opt.stderr"; "${CHK[@]}" record "$W/rec_opt" "$W/rec_opt.stdout"
   step "record --hang-after 8 of nccl_in_graph.py --hang, stopped by timeout -s TERM 30 (graph alive at destroy_process_group)"
   runr "$W/rec_hang.stdout" "$W/rec_hang.stderr" 100 timeout -s TERM -k 45 30 "${CG[@]}" record -o "$W/rec_hang" --force \
     --hang-after 8 -- python3 -m torch.distributed.run --nproc-per-node 2 --master-port 29532 $P --hang
   echo $? > "$W/rec_hang.rc"
   tail -n 30 "$W/rec_hang.stderr"; "${CHK[@]}" record "$W/rec_hang" "$W/rec_hang.stdout" hang "$W/rec_hang.stderr"
   for d in "$W"/rec_hang/p*/; do echo "--- $d stacks.txt (head)"; head -n 24 "$d/stacks.txt" 2>/dev/null; done
-  for r in rec_nig rec_hang; do
+  for r in rec_nig rec_opt rec_hang; do
     mkdir -p "$PACK/record_$r"; cp -r "$W/$r/." "$PACK/record_$r/"
     cp "$W/$r.stdout" "$PACK/record_$r/stdout.txt"; tail -n 60 "$W/$r.stderr" > "$PACK/record_$r/stderr.txt"
     cp "$W/$r.rc" "$PACK/record_$r/exit_code.txt"
