@@ -58,6 +58,7 @@ class ModelLine(_Entry, frozen=True, omit_defaults=True):
     """Compiled code: a model line and the nn.Module its FX node came from (``stack_trace`` and
     ``nn_module_stack``). Each half is written only where the node's meta has it."""
 
+    node: str | None = None  # the FX node's name in Inductor's output code
     file: str | None = None
     line: int | None = None
     function: str | None = None
@@ -302,7 +303,7 @@ class Stopping(_Entry, frozen=True):
     main_thread: str | None = None  # the main thread's id as faulthandler prints it
     stack_file: str | None = None  # the stack dumps' file, beside the index
     dumped_on: list[str] = []  # signal names, "fatal"
-    hang_after_s: float | None = None
+    hang_after_s: int | None = None  # --hang-after
     hangs_seen: int = 0
     last_graph: LastGraph | None = None
     destroy_process_group: DestroyCall | None = None

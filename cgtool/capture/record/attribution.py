@@ -369,7 +369,7 @@ class Site:
             # path its label shows (``model.layers.0.self_attn.q_proj``)
             module=self.module or path, record_function=self.record_function, backward=self.backward,
             generated=self.generated, label=self.short(), code=self.code(), stack=list(self.stack),
-            model=[ModelLine(**m) for m in self.model], module_path=path)
+            model=msgspec.convert(self.model, list[ModelLine]), module_path=path)
 
     def to_json(self) -> dict[str, Any]:
         """:meth:`to_struct` as JSON-ready builtins (a node's ``source`` in the export's extras)."""

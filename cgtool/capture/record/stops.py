@@ -112,7 +112,7 @@ def drop_empty_stack_files(out: str | os.PathLike[str]) -> int:
 class Stops:
     """One process's stack dumps, its watchdog and what it noted on the way to a stop."""
 
-    def __init__(self, rec: Any, hang_after_s: float | None) -> None:
+    def __init__(self, rec: Any, hang_after_s: int | None) -> None:
         # rec: the process's recorder.Recorder (which imports this module): its out_dir, tracker, writer
         self.rec = rec
         self.hang_after_s = hang_after_s
