@@ -105,7 +105,7 @@ def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int
           started: float | None = None, notes: list[str] | None = None) -> TreeIndex:
     """The tree index of the recording in ``out`` (the processes' folders are read, nothing written)."""
     seen = dict(seen or {})
-    procs: list[dict[str, Any]] = []
+    procs: list[TreeProcess] = []
     followed_pids: set[int] = set()
     observed: dict[int, ChildSeen] = {}  # pid -> what recorded parents saw of it (the last known value of each field)
     observer: dict[int, int | None] = {}  # pid -> the recorded parent that saw it last
@@ -126,25 +126,22 @@ def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int
                                                      if v not in (None, [])})
             observed[c.pid], observer[c.pid] = c, idx.pid
         pid = idx.pid
-        procs.append({
-            "pid": pid, "parent": idx.parent, "argv": list(idx.program),
-            "started_as": idx.started_as, "rank": idx.rank, "local_rank": idx.local_rank,
-            "world_size": idx.world_size, "folder": d.name, "followed": True,
-            "finished": idx.finished, "exit_code": idx.exit_code,
-            "exit_code_seen_by": "itself" if idx.finished else None,
-            "exit": idx.exit, "cuda": idx.cuda,
-            "graphs": len(idx.graphs), "replays": sum(g.replays for g in idx.graphs),
-            "suspended": bool(idx.suspended), "reason": None,
-        })
+        procs.append(TreeProcess(
+            pid=pid, parent=idx.parent, argv=list(idx.program),
+            started_as=idx.started_as, rank=idx.rank, local_rank=idx.local_rank,
+            world_size=idx.world_size, folder=d.name, followed=True,
+            finished=idx.finished, exit_code=idx.exit_code,
+            exit_code_seen_by="itself" if idx.finished else None,
+            exit=idx.exit, cuda=idx.cuda,
+            graphs=len(idx.graphs), replays=sum(g.replays for g in idx.graphs),
+            suspended=bool(idx.suspended), reason=None,
+        ))
         if isinstance(pid, int):
             followed_pids.add(pid)
-    by_pid: dict[int, list[dict[str, Any]]] = {}
-    for p in procs:
-        if isinstance(p["pid"], int):
-            by_pid.setdefault(p["pid"], []).append(p)
     # exit codes seen from outside: the last program of a pid (after exec) is the one that ended
-    for pid, ps in by_pid.items():
-        last = ps[-1]
+    last_of = {p.pid: i for i, p in enumerate(procs) if p.pid is not None}  # folders are in (pid, exec) order
+    for pid, i in last_of.items():
+        last = procs[i]
         code, by = None, None
         if pid == root_pid and exit_code is not None:
             code, by = exit_code, "cgtool record (wait)"
@@ -153,14 +150,16 @@ def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int
         elif pid in observed and observed[pid].exit_code is not None:
             code, by = observed[pid].exit_code, f"its parent {observer.get(pid)} (wait)"
         if code is not None:
-            if last["exit_code"] is not None and last["exit_code"] != code:
-                last["exit_code_reported"] = last["exit_code"]
-            last["exit_code"], last["exit_code_seen_by"] = code, by
-        if not last["finished"]:
+            if last.exit_code is not None and last.exit_code != code:
+                last = msgspec.structs.replace(last, exit_code_reported=last.exit_code)
+            last = msgspec.structs.replace(last, exit_code=code, exit_code_seen_by=by)
+        if not last.finished:
             how = (f"it was killed by signal {code - 128}" if code is not None and code > 128 else
                    f"it ended with exit code {code} without finishing it (a crash)" if code is not None else
                    "it was killed (SIGKILL, a crash) or was still running")
-            last["reason"] = f"its recording did not finish: {how}; what it wrote by then is kept"
+            last = msgspec.structs.replace(last, reason=f"its recording did not finish: {how}; what it wrote by "
+                                           "then is kept")
+        procs[i] = last
     # processes without a recording
     unknown = set(seen) | set(observed) | set(errors)
     for pid in sorted(unknown - followed_pids):
@@ -168,16 +167,13 @@ def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int
         argv = (s.argv if s and s.argv else None) or (o.argv if o else None) or (e or {}).get("argv") or []
         exe = s.exe if s else None
         code = s.exit_code if s and s.exit_code is not None else o.exit_code if o else None
-        procs.append({
-            "pid": pid, "parent": (s.parent if s else None) or observer.get(pid) or (e or {}).get("parent"),
-            "argv": argv, "started_as": (o.how if o else None) or (e or {}).get("started_as"), "rank": None,
-            "local_rank": None, "world_size": None, "folder": None, "followed": False, "finished": None,
-            "exit_code": code, "exit_code_seen_by": "wait" if code is not None else None, "exit": None,
-            "cuda": None, "graphs": None, "replays": None, "suspended": False,
-            "reason": reason_not_followed(argv, exe, e),
-            "makes_no_graphs": helper_command(argv, exe),
-        })
-    entries = [TreeProcess(**p) for p in procs]
+        procs.append(TreeProcess(
+            pid=pid, parent=(s.parent if s else None) or observer.get(pid) or (e or {}).get("parent"),
+            argv=argv, started_as=(o.how if o else None) or (e or {}).get("started_as"), followed=False,
+            exit_code=code, exit_code_seen_by="wait" if code is not None else None,
+            reason=reason_not_followed(argv, exe, e), makes_no_graphs=helper_command(argv, exe),
+        ))
+    entries = procs
     helpers = helpers_in(entries)  # helper commands, and what they started: not recorded, no graph missed
     entries = [msgspec.structs.replace(p, makes_no_graphs=helpers[p.pid],
                                        reason=f"{helpers[p.pid]}: a helper command, which makes no CUDA graph; "
