@@ -23,10 +23,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cgtool.capture.record import attribution
-from cgtool.capture.record.coverage import Coverage
 import msgspec
 
+from cgtool.capture.record import attribution
+from cgtool.capture.record.coverage import Coverage
 from cgtool.artifacts.recording import (PROCESS_SCHEMA, CallbackStat, ChildSeen, CompileNotes, CudagraphSkip, CudaNote,
                                         ExitNote, MemoryLedger, ProcessIndex, Suspension, Timeline, write_atomic)
 from cgtool.capture.record.inputs import InputWatch
