@@ -1,8 +1,8 @@
 """A ``cgtool record`` folder's contract: its typed structs (``ProcessIndex`` with its ``GraphEntry``s
 and ``MemoryLedger``, ``TreeIndex`` with its ``TreeProcess``es, ``ExportRecord`` the ``record`` block
-of each graph export), its schema constants, its one atomic writer (``write_atomic``, used by the
-recorder for every file it writes) and its reader (``load_tree``, ``load_recordings``), which gives
-the same types back.
+of each graph export; every block inside them a struct too, docs/record.md lists them), its schema
+constants, its one atomic writer (``write_atomic``, used by the recorder for every file it writes)
+and its reader (``load_tree``, ``load_recordings``, ``read_export``), which gives the same types back.
 
 No torch, no capture imports. Layout written by ``cgtool/capture/record``::
 
