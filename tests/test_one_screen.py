@@ -507,13 +507,14 @@ def test_processes_that_could_not_make_a_graph_are_one_line_per_kind():
 
 
 def test_fork_advice_only_for_a_fork_that_tried_cuda(tmp_path):
+    from cgtool.artifacts.recording import CudaNote
     from cgtool.inspect.record_summary import ProcessSummary, RecordSummary, cannot_make_graphs, findings
 
     note = {"usable": False, "reason": "forked from process 1 after it had initialised CUDA: use spawn"}
     quiet = ProcessSummary(pid=2, parent=1, rank=None, argv=["python", "w.py"], followed=True, exit_code=0,
-                           reason=None, cuda={**note, "tried": False})
+                           reason=None, cuda=CudaNote(**note, tried=False))
     tried = ProcessSummary(pid=3, parent=1, rank=None, argv=["python", "w.py"], followed=True, exit_code=1,
-                           reason=None, cuda={**note, "tried": True})
+                           reason=None, cuda=CudaNote(**note, tried=True))
     assert cannot_make_graphs(quiet) and cannot_make_graphs(tried) is None
     text = "\n".join(findings(RecordSummary((quiet, tried), True, 0, ["python", "w.py"])))
     assert "process 3: forked from process 1" in text and "process 2: forked" not in text

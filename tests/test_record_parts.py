@@ -13,6 +13,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from fake_cupti_abi import FakeCupti, Res, Rt, Site, capture, replay
@@ -426,7 +427,7 @@ def test_capture_shapes_are_the_recording_inputs_less_the_static_ones() -> None:
                                                       CUDAGraphTreeManager=CUDAGraphTreeManager))
     weight, bias, x = (types.SimpleNamespace(shape=s) for s in ((128, 64), (128,), (8, 64)))
     CUDAGraphTreeManager().record_function([weight, bias, x, 8], 0)
-    assert seen["shapes"] == {"inputs": [[8, 64], 8], "n_inputs": 4, "static_inputs": 2}
+    assert msgspec.to_builtins(seen["shapes"]) == {"inputs": [[8, 64], 8], "n_inputs": 4, "static_inputs": 2}
     f = sys._getframe()
     assert capture_shapes(f, attribution.grab(f)) is None  # not a cudagraph trees capture
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from cgtool.artifacts.recording import Recording, load_recordings, load_tree
+from cgtool.artifacts.graph import NodeType
+from cgtool.artifacts.recording import Recording, RecordedGraph, load_recordings, load_tree
 
 DATA = Path(__file__).parent / "data"
 PROGRAMS = Path(__file__).parent / "programs"
@@ -59,7 +60,7 @@ def _one(folder: Path) -> Recording:
     return rec
 
 
-def _graphs(folder: Path) -> list[dict[str, Any]]:
+def _graphs(folder: Path) -> list[RecordedGraph]:
     rec = _one(folder)
     return [rec.graph_doc(g) for g in rec.graphs]
 
@@ -78,7 +79,7 @@ def _script(argv: list[str]) -> str:
 @pytest.mark.parametrize("name", ["server", "train", "compiled", "crash"])
 def test_trace_joins_exports_completely(name: str) -> None:
     folder = _rec(name)
-    tools_ids = {n["tools_id"] for d in _graphs(folder) for n in d["nodes"]}
+    tools_ids = {n.tools_id for d in _graphs(folder) for n in d.graph.nodes}
     evs = _kernel_events(folder)
     assert evs, "the trace holds GPU events"
     ids = [e["args"]["graph node id"] for e in evs]
@@ -94,7 +95,7 @@ def test_traced_replays_run_every_kernel_node_once(name: str) -> None:
     folder = _rec(name)
     kernels_of: dict[int, Counter[int]] = {}
     for d in _graphs(folder):
-        kernels_of[d["exec_graph_id"]] = Counter(n["tools_id"] for n in d["nodes"] if n["node_type"] == "kernel")
+        kernels_of[d.graph.exec_graph_id] = Counter(n.tools_id for n in d.graph.nodes if n.node_type is NodeType.KERNEL)
     per_launch: dict[tuple[int, int], Counter[int]] = defaultdict(Counter)
     for e in _kernel_events(folder):
         if e.get("cat") == "kernel":
@@ -115,7 +116,7 @@ def test_server_replays_pool_and_lines() -> None:
     # captured in the program's order (largest batch first): replays per batch size as the program counted
     assert [g.replays for g in graphs] == [res["replays"][str(bs)] for bs in res["batch_sizes"]]
     docs = [rec.graph_doc(g) for g in graphs]
-    assert [d["cgtool"]["record"]["replays"] for d in docs] == [g.replays for g in graphs]
+    assert [d.record.replays for d in docs] == [g.replays for g in graphs]
     # one shared pool, and the ledger says so
     assert len({g.pool for g in graphs}) == 1
     (pool,) = rec.index.ledger.pools
@@ -128,11 +129,11 @@ def test_server_replays_pool_and_lines() -> None:
     text = src.read_text().splitlines()
     for d in docs:
         lines = set()
-        for extra in d["cgtool"]["nodes"]:
-            s = extra["source"]
-            assert os.path.basename(s["file"]) == "server_runner.py"
-            assert s["code"] == text[s["line"] - 1].strip()  # the line recorded is the line in the file
-            lines.add(s["line"])
+        for s in d.sources:
+            assert s is not None and s.file is not None and s.line is not None
+            assert os.path.basename(s.file) == "server_runner.py"
+            assert s.code == text[s.line - 1].strip()  # the line recorded is the line in the file
+            lines.add(s.line)
         assert _marked_line("server_runner.py", "LINE_GELU") in lines
         assert _marked_line("server_runner.py", "LINE_SOFTMAX") in lines
 
@@ -161,9 +162,9 @@ def test_train_forward_and_backward_graphs() -> None:
     fwd, bwd = (rec.graph_doc(g) for g in rec.graphs)
     graphed = _marked_line("train_graphed.py", "LINE_GRAPHED")
     for d in (fwd, bwd):
-        assert {e["source"]["line"] for e in d["cgtool"]["nodes"]} == {graphed}
-    assert any(e["source"]["module"] == "Linear" for e in fwd["cgtool"]["nodes"])
-    bwd_ops = {e["source"]["op"] for e in bwd["cgtool"]["nodes"]}
+        assert {s.line for s in d.sources if s is not None} == {graphed} and None not in d.sources
+    assert any(s is not None and s.module == "Linear" for s in fwd.sources)
+    bwd_ops = {s.op for s in bwd.sources if s is not None}
     assert bwd_ops and all(op and op.endswith("Backward0") for op in bwd_ops)
 
 
@@ -180,13 +181,13 @@ def test_compiled_graphs_name_inductor_ops_and_skips() -> None:
     assert [g.replays for g in model_graphs[: len(res["shapes"])]] == [steps - 1 for _, steps in res["shapes"]]
     for g in model_graphs:
         doc = rec.graph_doc(g)
-        for extra in doc["cgtool"]["nodes"]:
-            s = extra["source"]
-            assert os.path.basename(s["file"]) == "compiled_model.py"
-            assert "torchinductor" in s["generated"] or re.search(r"/[a-z0-9]{40,}\.py:\d+$", s["generated"])
-        ops = " ".join(str(e["source"]["op"]) for e in doc["cgtool"]["nodes"])
+        for s in doc.sources:
+            assert s is not None and s.file is not None and s.generated is not None
+            assert os.path.basename(s.file) == "compiled_model.py"
+            assert "torchinductor" in s.generated or re.search(r"/[a-z0-9]{40,}\.py:\d+$", s.generated)
+        ops = " ".join(str(s.op) for s in doc.sources if s is not None)
         assert "gelu" in ops and "softmax" in ops
-    reasons = [s["reason"] for s in idx.compile.cudagraph_skips]
+    reasons = [s.reason for s in idx.compile.cudagraph_skips]
     assert reasons and all(r.startswith("skipping cudagraphs due to") for r in reasons)
 
 
@@ -198,10 +199,10 @@ def test_crash_keeps_the_first_two_graphs_and_the_exit_code() -> None:
     assert rec.index.exit_code == 1 and rec.index.finished
     assert "deliberate crash" in (folder / "stderr.txt").read_text()
     assert [g.replays for g in rec.graphs] == res["replays"]
-    lines = [{e["source"]["line"] for e in rec.graph_doc(g)["cgtool"]["nodes"]} for g in rec.graphs]
+    lines = [{s.line for s in rec.graph_doc(g).sources if s is not None} for g in rec.graphs]
     assert lines == [{_marked_line("crash_after_two.py", "LINE_G1")}, {_marked_line("crash_after_two.py", "LINE_G2")}]
     # the second graph was captured inside `with torch.profiler.record_function("second_graph")`
-    ranges = [{e["source"]["record_function"] for e in rec.graph_doc(g)["cgtool"]["nodes"]} for g in rec.graphs]
+    ranges = [{s.record_function for s in rec.graph_doc(g).sources if s is not None} for g in rec.graphs]
     assert ranges == [{None}, {"second_graph"}]
 
 
@@ -256,11 +257,12 @@ def test_every_source_line_is_a_line_of_the_program(name: str) -> None:
     text = (PROGRAMS / program).read_text().splitlines()
     n = 0
     for d in (rec.graph_doc(g) for g in rec.graphs):
-        sites = [e["source"] for e in d["cgtool"]["nodes"]] + [d["cgtool"]["record"]["captured_at"]]
+        sites = [*d.sources, d.record.captured_at]
         for s in sites:
-            assert Path(s["file"]).name == program
-            assert 1 <= s["line"] <= len(text)
-            assert s["code"] == text[s["line"] - 1].strip()
+            assert s is not None and s.file is not None and s.line is not None
+            assert Path(s.file).name == program
+            assert 1 <= s.line <= len(text)
+            assert s.code == text[s.line - 1].strip()
             n += 1
     assert n > 0
 
@@ -279,7 +281,7 @@ def test_kernel_coverage_agrees_with_the_program_and_the_trace(name: str) -> Non
         if e.get("cat") == "kernel":
             per_replay[e["args"]["graph id"]][e["args"]["correlation"]] += e["dur"] * 1e3  # µs -> ns
     for g in rec.graphs:
-        kernels = sum(n["node_type"] == "kernel" for n in rec.graph_doc(g)["nodes"])
+        kernels = sum(n.node_type is NodeType.KERNEL for n in rec.graph_doc(g).graph.nodes)
         assert g.kernels == g.replays * kernels
         reps = per_replay.get(g.exec_graph_id)
         if reps and g.replays:

@@ -292,3 +292,34 @@ def test_record_json_refuses_an_existing_file_before_the_program_runs(tmp_path: 
     assert "will not overwrite without --force: " in p.stderr and "s.json" in p.stderr
     assert not marker.exists() and not (tmp_path / "rec").exists()
     assert (tmp_path / "s.json").read_text() == "{}"
+
+
+def _held(raw: Any, typed: Any, where: str) -> None:
+    """Every key of the recorder's JSON is a field of its struct, with the same value."""
+    if isinstance(raw, dict):
+        for k, v in raw.items():
+            assert isinstance(typed, dict) and k in typed, f"{where}.{k}: written, not in the struct"
+            _held(v, typed[k], f"{where}.{k}")
+    elif isinstance(raw, list):
+        assert isinstance(typed, list) and len(typed) == len(raw), where
+        for i, (v, b) in enumerate(zip(raw, typed)):
+            _held(v, b, f"{where}[{i}]")
+    else:
+        assert typed == raw and type(typed) is type(raw), where
+
+
+@pytest.mark.parametrize("free_before, reuse", [(3, True), (10, False), (None, True)])
+def test_the_recorders_input_entries_are_their_structs_key_for_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    free_before: int | None, reuse: bool) -> None:
+    """What capture/record/inputs.py writes per graph and per process goes into the index through
+    GraphInputs and InputChecks (capture/record/ledger.py): no key of it may be lost on the way."""
+    import msgspec
+
+    from cgtool.artifacts.recording import GraphInputs, InputChecks
+
+    entry = json.loads(json.dumps(play(tmp_path, monkeypatch, free_before=free_before, reuse=reuse)))
+    assert entry["findings"] or free_before is None
+    _held(entry, msgspec.to_builtins(msgspec.convert(entry, GraphInputs)), "inputs")
+    watch = fake_watch(tmp_path, monkeypatch, 1)[3]
+    checks = json.loads(json.dumps(watch.process_entry()))
+    _held(checks, msgspec.to_builtins(msgspec.convert(checks, InputChecks)), "input_checks")

@@ -1,8 +1,8 @@
 """A ``cgtool record`` folder's contract: its typed structs (``ProcessIndex`` with its ``GraphEntry``s
 and ``MemoryLedger``, ``TreeIndex`` with its ``TreeProcess``es, ``ExportRecord`` the ``record`` block
-of each graph export), its schema constants, its one atomic writer (``write_atomic``, used by the
-recorder for every file it writes) and its reader (``load_tree``, ``load_recordings``), which gives
-the same types back.
+of each graph export; every block inside them a struct too, docs/record.md lists them), its schema
+constants, its one atomic writer (``write_atomic``, used by the recorder for every file it writes)
+and its reader (``load_tree``, ``load_recordings``, ``read_export``), which gives the same types back.
 
 No torch, no capture imports. Layout written by ``cgtool/capture/record``::
 
@@ -28,7 +28,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, TypeVar
 
 import msgspec
 
@@ -36,6 +36,9 @@ from cgtool.artifacts.jsonio import field_error, load_json
 from cgtool.artifacts.stacks import Dump
 from cgtool.artifacts.stacks import read as read_stacks
 from cgtool.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from cgtool.artifacts.graph import GraphData
 
 INDEX = "index.json"
 #: The schemas of a recording, written by the recorder and the newest this reader knows: a process's
@@ -49,6 +52,63 @@ TREE_SCHEMA = 2
 # newer fields, load with them. Unknown keys are ignored (a newer recorder of the same schema).
 class _Entry(msgspec.Struct, kw_only=True, frozen=True):
     pass
+
+
+class ModelLine(_Entry, frozen=True, omit_defaults=True):
+    """Compiled code: a model line and the nn.Module its FX node came from (``stack_trace`` and
+    ``nn_module_stack``). Each half is written only where the node's meta has it."""
+
+    node: str | None = None  # the FX node's name in Inductor's output code
+    file: str | None = None
+    line: int | None = None
+    function: str | None = None
+    module_path: str | None = None  # model.layers.0.self_attn.q_proj
+    module_type: str | None = None  # Linear
+
+
+class SourceSite(_Entry, frozen=True):
+    """Where a node or a capture came from in the program (``capture/record/attribution.Site``): a
+    graph export's ``captured_at`` and each node's ``source``, a compile skip's ``site``."""
+
+    file: str | None = None  # the innermost user frame's file, None when there was none
+    line: int | None = None
+    function: str | None = None
+    call: str | None = None  # the expression the user line was calling, or its operator
+    op: str | None = None  # the nearest torch op (Inductor's fused ops, the autograd node, the torch function)
+    module: str | None = None  # the nn.Module class on the stack (compiled code: its module path)
+    record_function: str | None = None  # the innermost torch.profiler.record_function range open
+    backward: bool = False  # op is the autograd node that made it
+    generated: str | None = None  # "file:line" of generated code (Inductor, FX) between the user line and CUDA
+    label: str | None = None  # "model.py:88 attn.softmax"
+    code: str | None = None  # the user line's text
+    stack: list[str] = []  # user frames, innermost first, "file:line function"
+    model: list[ModelLine] = []  # compiled code: the model lines, innermost first
+    module_path: str | None = None
+
+
+class CaptureInputs(_Entry, frozen=True, omit_defaults=True):
+    """torch.compile's CUDA graph trees: the inputs a capture was recorded for (the static ones,
+    parameters and buffers, left out). Each key is written only where the capture showed it."""
+
+    inputs: list[list[int | str] | int | None] | None = None  # a shape (a symbolic size as text), an int, or None
+    names: list[str] | None = None  # the compiled graph's placeholder names, by input
+    n_inputs: int | None = None
+    static_inputs: int | None = None
+    symint_key: list[int | str] | None = None  # deferred_cudagraphify's symbolic-size key
+
+
+class RecorderSeconds(_Entry, frozen=True, omit_defaults=True):
+    """The recorder's own time in one graph's callbacks, by part (benchmarks/bench_record.py): the
+    graph-exec callback's parts, and the node callbacks since the previous graph. A part is written
+    only where it ran (``inputs`` with --check-inputs, the node callbacks with the compiled callback)."""
+
+    reserved: float | None = None
+    export: float | None = None
+    pool_and_stack: float | None = None
+    environment_and_record: float | None = None
+    inputs: float | None = None
+    node_callbacks: float | None = None
+    node_callback_calls: int | None = None
 
 
 class TracedLaunch(_Entry, frozen=True):
@@ -72,14 +132,14 @@ class GraphEntry(_Entry, frozen=True):
     instantiate_s: float | None = None
     export_s: float | None = None
     write_s: float | None = None
-    recorder_s: dict[str, Any] = {}  # the recorder's own time in this graph's callbacks, by part
+    recorder_s: RecorderSeconds = RecorderSeconds()
     reserved_during_capture: int | None = None  # bytes the process took from CUDA during the capture
     pool: str | None = None  # "a,b": torch's memory pool id
     replays: int = 0
     replays_complete: bool = True  # False: replays were not counted for a while (a suspension)
     traced_replays: int = 0
     compiled_code: str | None = None  # Inductor output code that ran inside the capture
-    capture_inputs: dict[str, Any] | None = None
+    capture_inputs: CaptureInputs | None = None
     time_since_start_s: float | None = None
     traced_launches: list[TracedLaunch] = []
     kernel_ns: int | None = None  # with --coverage: GPU time of the graph's kernels
@@ -135,9 +195,118 @@ class KernelCoverage(_Entry, frozen=True):
     note: str | None = None
 
 
+class CudagraphSkip(_Entry, frozen=True):
+    """One of torch.compile's "skipping cudagraphs due to ..." messages, and where it was logged."""
+
+    reason: str = ""
+    site: SourceSite | None = None
+    t: float | None = None  # seconds since the recorder started
+
+
 class CompileNotes(_Entry, frozen=True):
-    cudagraph_skips: list[dict[str, Any]] = []  # torch.compile's "skipping cudagraphs" reasons
+    cudagraph_skips: list[CudagraphSkip] = []  # torch.compile's "skipping cudagraphs" reasons
     graphs_from_compiled_code: list[str] = []  # labels
+
+
+class ExitNote(_Entry, frozen=True):
+    """How a recorded process ended, as its recorder saw it."""
+
+    how: str | None = None  # "end", "os._exit", "SIGTERM", "exec <argv>", ...
+    code: int | None = None
+
+
+class CudaNote(_Entry, frozen=True):
+    """Why CUDA cannot be used in a process: a fork of a process that had initialised CUDA."""
+
+    usable: bool | None = None
+    tried: bool | None = None  # it called torch's CUDA initialisation (None: recorded before this was noted)
+    reason: str | None = None
+
+
+class Suspension(_Entry, frozen=True):
+    """A time the recorder gave CUPTI up (the program's own profiler wanted it)."""
+
+    reason: str | None = None
+    site: str | None = None  # file:line of the program's profiler start
+    at_s: float | None = None  # seconds since the recorder started
+    graphs_before: int | None = None
+    resumed_at_s: float | None = None
+    not_resumed: str | None = None  # why CUPTI could not be taken back
+
+
+class ChildSeen(_Entry, frozen=True, omit_defaults=True):
+    """A process the recorded process started or waited for (``subprocess``, ``os.fork``, ...). Every
+    recorder wrote the first four keys (``exit_code`` null until a wait saw it); ``signal`` only for a
+    child a signal ended."""
+
+    pid: int
+    argv: list[str]
+    how: str  # subprocess | multiprocessing | fork | waited
+    exit_code: int | None  # as its wait saw it (128 + signal for a signal)
+    signal: int | None = None
+
+
+class CallbackStat(_Entry, frozen=True):
+    calls: int = 0
+    s_inside: float = 0.0  # seconds inside the recorder's callback
+
+
+class Timeline(_Entry, frozen=True, omit_defaults=True):
+    """``time.time()`` of a process's phases; a phase is written once it happened."""
+
+    boot_start: float | None = None  # the bootstrap began (before the program's imports)
+    recorder_start: float | None = None
+    program_start: float | None = None
+    program_end: float | None = None
+    finish_end: float | None = None  # the recorder finished writing
+
+
+class LastGraph(_Entry, frozen=True):
+    """The graph whose replay count rose last."""
+
+    seq: int | None = None
+    label: str | None = None
+    exec_graph_id: int | None = None
+    replays: int | None = None
+    captured_at: str | None = None  # file:line
+    seen_at_s: float | None = None  # seconds since the recorder started
+    last_nccl_kernel: str | None = None  # its export's last NCCL kernel, if any
+
+
+class NcclGraph(_Entry, frozen=True):
+    """A graph holding NCCL kernels, alive when destroy_process_group() was called."""
+
+    seq: int | None = None
+    label: str | None = None
+    captured_at: str | None = None
+    exec_graph_id: int | None = None
+    nccl_kernels: int | None = None
+    kernel: str | None = None  # its last NCCL kernel (mangled)
+    replays: int | None = None
+
+
+class DestroyCall(_Entry, frozen=True):
+    """The program's ``torch.distributed.destroy_process_group()`` call."""
+
+    site: str | None = None  # file:line
+    at_s: float | None = None
+    returned: bool = False
+    live_graphs: int | None = None
+    live_nccl_graphs: list[NcclGraph] | None = None
+    note_failed: str | None = None  # why the graphs alive could not be noted
+
+
+class Stopping(_Entry, frozen=True):
+    """Where the process stood when stopped or stalled (``capture/record/stops.py`` writes it,
+    ``inspect/stops.py`` reads it)."""
+
+    main_thread: str | None = None  # the main thread's id as faulthandler prints it
+    stack_file: str | None = None  # the stack dumps' file, beside the index
+    dumped_on: list[str] = []  # signal names, "fatal"
+    hang_after_s: int | None = None  # --hang-after
+    hangs_seen: int = 0
+    last_graph: LastGraph | None = None
+    destroy_process_group: DestroyCall | None = None
 
 
 class ProcessIndex(_Entry, frozen=True):
@@ -152,28 +321,32 @@ class ProcessIndex(_Entry, frozen=True):
     started: float | None = None  # time.time()
     finished: bool = False  # the recorder finished (False: killed, crashed, or still running)
     exit_code: int | None = None
-    exit: dict[str, Any] | None = None  # how it ended, as the recorder saw it
+    exit: ExitNote | None = None  # how it ended, as the recorder saw it
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None
-    cuda: dict[str, Any] | None = None  # e.g. a fork of a process that had initialised CUDA
+    cuda: CudaNote | None = None  # e.g. a fork of a process that had initialised CUDA
     compile: CompileNotes = CompileNotes()
     coverage: KernelCoverage | None = None  # with --coverage
     ledger: MemoryLedger | None = None
     trace: str | None = None  # with --trace-replays: the trace's file name
-    suspended: list[dict[str, Any]] = []
-    children: list[dict[str, Any]] = []  # processes it started, as it saw them
+    suspended: list[Suspension] = []
+    children: list[ChildSeen] = []  # processes it started, as it saw them
     recorder_errors: list[str] = []
     subscriber: str | None = None
-    callback_stats: dict[str, Any] = {}
+    #: by CUPTI callback, "<domain>/<callback id>": an open set (whichever callbacks the subscriber enabled)
+    callback_stats: dict[str, CallbackStat] = {}
     launch_callbacks: int | None = None
     launches_in_python: int | None = None
-    recorder_timings: dict[str, Any] = {}  # seconds, by phase
-    timeline: dict[str, Any] = {}  # time.time() of the run's phases
-    layout: Any = None
-    #: where the process stood when stopped or stalled (capture/record/stops.py): main_thread, stack_file,
-    #: dumped_on, hang_after_s, hangs_seen, last_graph, destroy_process_group; None before it was recorded
-    stopping: dict[str, Any] | None = None
+    #: seconds, by phase of the recorder (start_s, subscribe_s, finish_*_s, exec_created_<part>_s, ...): a
+    #: mapping, not a struct, because its phases are whatever the recorder's parts time (for benchmarks,
+    #: read by no command); every value is seconds
+    recorder_timings: dict[str, float] = {}
+    timeline: Timeline = Timeline()
+    #: byte offsets of the CUPTI struct fields the subscriber reads, by field name (the subscriber's
+    #: choice of fields, kept for diagnosis)
+    layout: dict[str, int] | None = None
+    stopping: Stopping | None = None  # None before it was recorded
     input_checks: "InputChecks | None" = None  # --check-inputs (below)
 
 
@@ -184,13 +357,13 @@ class ExportRecord(_Entry, frozen=True):
 
     label: str
     seq: int
-    captured_at: dict[str, Any]  # the capture site: file, line, function, call, op, module, stack
+    captured_at: SourceSite  # the capture site
     template_graph_id: int | None = None
     pool: list[int] | None = None  # torch's memory pool id
     reserved_during_capture: int | None = None
     replays: int = 0
     compiled_code: str | None = None
-    capture_inputs: dict[str, Any] | None = None
+    capture_inputs: CaptureInputs | None = None
     thread: str | int = "main"  # "main", or the capturing thread's id
     time_since_start_s: float | None = None
     pid: int | None = None
@@ -214,13 +387,35 @@ class TreeProcess(_Entry, frozen=True):
     exit_code: int | None = None
     exit_code_seen_by: str | None = None
     exit_code_reported: int | None = None  # what the process reported, where another code was seen
-    exit: dict[str, Any] | None = None
-    cuda: dict[str, Any] | None = None
+    exit: ExitNote | None = None
+    cuda: CudaNote | None = None
     graphs: int | None = None
     replays: int | None = None
     suspended: bool = False
     reason: str | None = None
     makes_no_graphs: str | None = None  # a helper command: what it is
+
+
+class RecordedOptions(_Entry, frozen=True):
+    """The options the recording was made with (``capture/record/options.RecordOptions``, field for
+    field; a test keeps the two the same). None: an option the recorder of the file did not have."""
+
+    out: str | None = None
+    force: bool | None = None
+    trace_replays: int | None = None
+    trace_skip: int | None = None
+    coverage: bool | None = None
+    nproc_per_node: int | None = None
+    nnodes: str | None = None
+    node_rank: int | None = None
+    rdzv_endpoint: str | None = None
+    follow: bool | None = None
+    subscriber: str | None = None
+    writer_quiet_s: float | None = None
+    json_out: str | None = None
+    check_inputs: int | None = None
+    index_refresh_s: float | None = None
+    hang_after: int | None = None
 
 
 class TreeIndex(_Entry, frozen=True):
@@ -233,7 +428,7 @@ class TreeIndex(_Entry, frozen=True):
     root_pid: int | None = None
     started: float | None = None
     ended: float | None = None
-    options: dict[str, Any] = {}
+    options: RecordedOptions = RecordedOptions()
     followed: int = 0
     not_followed: int = 0
     helpers: int = 0
@@ -242,7 +437,7 @@ class TreeIndex(_Entry, frozen=True):
     notes: list[str] = []
 
 
-def write_atomic(path: str | os.PathLike[str], doc: Any, *, indent: int = 0) -> None:
+def write_atomic(path: str | os.PathLike[str], doc: object, *, indent: int = 0) -> None:
     """The recording's one writer: ``doc`` (a struct above, a graph export, a trace) as JSON at
     ``path``, through a temporary file and a rename, so a reader never sees half a file. msgspec's
     encoder: exports are written while the program runs, and ``json.dump`` took milliseconds per graph."""
@@ -255,7 +450,10 @@ def write_atomic(path: str | os.PathLike[str], doc: Any, *, indent: int = 0) -> 
     os.replace(tmp, path)
 
 
-def _typed(doc: Any, kind: type[Any], path: Path) -> Any:
+_T = TypeVar("_T")
+
+
+def _typed(doc: object, kind: type[_T], path: Path) -> _T:
     try:
         return msgspec.convert(doc, kind)
     except msgspec.ValidationError as e:
@@ -283,21 +481,51 @@ class Recording:
     def parent(self) -> int | None:
         return self.index.parent
 
-    def graph_doc(self, entry: GraphEntry) -> dict[str, Any]:
-        """The export of one index entry (plain or gzipped file)."""
-        doc: dict[str, Any] = read_json(self.folder / entry.file)
-        return doc
+    def graph_doc(self, entry: GraphEntry) -> "RecordedGraph":
+        """The export of one index entry (plain or gzipped file), in its types."""
+        return read_export(graph_path(self.folder, entry))
 
     # -- where the process stopped (capture/record/stops.py writes them; inspect/stops.py reads them)
     @property
-    def stopping(self) -> dict[str, Any]:
-        """The index's ``stopping`` block (``{}`` in recordings made before it existed): main_thread,
-        stack_file, dumped_on, hang_after_s, hangs_seen, last_graph, destroy_process_group."""
-        return dict(self.index.stopping or {})
+    def stopping(self) -> Stopping:
+        """The index's ``stopping`` block (empty in recordings made before it existed)."""
+        return self.index.stopping or Stopping()
 
     def stack_dumps(self) -> list[Dump]:
         """The stack dumps in the process's ``stacks.txt`` (signals, fatal errors, stalls)."""
-        return read_stacks(self.folder, str(self.stopping.get("stack_file") or "stacks.txt"))
+        return read_stacks(self.folder, self.stopping.stack_file or "stacks.txt")
+
+
+class NodeSource(_Entry, frozen=True):
+    """The part of a node's extras (the export's ``cgtool.nodes[i]``) that ``cgtool record`` adds; the
+    rest (launch dimensions, demangled names) is the graph export's (``artifacts/graph.py``)."""
+
+    source: SourceSite | None = None
+
+
+class _RecordedMeta(_Entry, frozen=True):
+    record: ExportRecord
+    nodes: list[NodeSource] = []
+
+
+@dataclass(frozen=True)
+class RecordedGraph:
+    """A recorded graph's export: the graph (``GraphData``, the model every command reads an export
+    into: nodes, edges, the ``cgtool`` block as ``meta``) and what the recorder added to it, typed:
+    its ``record`` block and each node's source line."""
+
+    graph: GraphData
+    record: ExportRecord
+    sources: list[SourceSite | None]  # by node index: where the program made the node
+
+
+def read_export(path: Path) -> RecordedGraph:
+    """A recorded export (``graph_NNN.json``), refused when it is not one or a field has another type."""
+    from cgtool.artifacts.graph import GraphData  # here: the recorder, which imports this module, never reads exports
+
+    graph = GraphData.load(path)
+    meta = _typed(dict(graph.meta), _RecordedMeta, path)
+    return RecordedGraph(graph, meta.record, [n.source for n in meta.nodes])
 
 
 # ------------------------------------------------------------------------------ helper commands
@@ -373,7 +601,7 @@ class ProcessEntry:
     graphs: int | None = None
     replays: int | None = None
     reason: str | None = None  # why it has no recording (or why its recording is not finished)
-    cuda: dict[str, Any] | None = None
+    cuda: CudaNote | None = None
     helper: str | None = None  # not followed, and a helper command that makes no CUDA graph: what it is
 
 
@@ -437,13 +665,15 @@ def trace_path(rec: "Recording") -> Path | None:
     return p if p.exists() else p.with_name(p.name + ".gz")
 
 
+def graph_path(folder: Path, entry: GraphEntry) -> Path:
+    """The export file of one graph of the recording in ``folder`` (plain or gzipped)."""
+    p = folder / entry.file
+    return p if p.exists() else p.with_name(p.name + ".gz")
+
+
 def graph_paths(rec: "Recording") -> list[Path]:
     """The export file of every graph of the recording, in index order."""
-    out = []
-    for g in rec.graphs:
-        p = rec.folder / g.file
-        out.append(p if p.exists() else p.with_name(p.name + ".gz"))
-    return out
+    return [graph_path(rec.folder, g) for g in rec.graphs]
 
 
 def _has_index(folder: Path) -> bool:
@@ -528,7 +758,7 @@ def load_recordings(folder: Path) -> list[Recording]:
     return load_tree(folder).recordings
 
 
-def read_process_index(idx: Any, folder: Path) -> ProcessIndex:
+def read_process_index(idx: object, folder: Path) -> ProcessIndex:
     """A process's index (as read from ``folder/index.json``) in its type: refused when it is not one,
     is of a newer schema, or a field has another type."""
     if not isinstance(idx, dict) or "cgtool_record" not in idx or not isinstance(idx.get("graphs"), list):
@@ -536,20 +766,20 @@ def read_process_index(idx: Any, folder: Path) -> ProcessIndex:
     if not isinstance(idx["cgtool_record"], int) or idx["cgtool_record"] > PROCESS_SCHEMA:
         raise InvalidInputError(f"{folder / INDEX} has recording schema {idx['cgtool_record']}, newer than this "
                                 f"cgtool reads ({PROCESS_SCHEMA}); upgrade cgtool.")
-    index: ProcessIndex = _typed(idx, ProcessIndex, folder / INDEX)
-    return index
+    return _typed(idx, ProcessIndex, folder / INDEX)
 
 
-def read_tree_index(idx: dict[str, Any], folder: Path) -> TreeIndex:
-    """The tree's index (``folder/index.json``) in its type."""
-    v = idx.get("cgtool_record")
-    if not isinstance(v, int) or not isinstance(idx.get("processes"), list):
+def read_tree_index(idx: object, folder: Path) -> TreeIndex:
+    """The tree's index (as read from ``folder/index.json``) in its type: refused when it is not one,
+    is of a newer schema, or a field has another type."""
+    if not isinstance(idx, dict) or not isinstance(idx.get("cgtool_record"), int) \
+            or not isinstance(idx.get("processes"), list):
         raise InvalidInputError(f"{folder / INDEX} is not a cgtool recording index (no cgtool_record/processes keys).")
+    v = idx["cgtool_record"]
     if v > TREE_SCHEMA:
         raise InvalidInputError(f"{folder / INDEX} has recording schema {v}, newer than this cgtool reads "
                                 f"({TREE_SCHEMA}); upgrade cgtool.")
-    tree: TreeIndex = _typed(idx, TreeIndex, folder / INDEX)
-    return tree
+    return _typed(idx, TreeIndex, folder / INDEX)
 
 
 # ------------------------------------------------------------------ graph inputs (input checks)
@@ -563,6 +793,15 @@ def read_tree_index(idx: dict[str, Any], folder: Path) -> TreeIndex:
 INPUT_FINDING_KINDS = ("freed", "reused", "stale")
 
 
+class InputFrame(_Entry, frozen=True):
+    """One frame of the program's own code."""
+
+    file: str
+    line: int
+    function: str | None = None
+    code: str | None = None
+
+
 class InputSite(_Entry, frozen=True):
     """A line of the program: where a block was allocated or freed (the innermost of its own frames)."""
 
@@ -570,7 +809,7 @@ class InputSite(_Entry, frozen=True):
     line: int
     function: str | None = None
     code: str | None = None
-    stack: list[dict[str, Any]] = []  # the program's frames outside it, innermost first
+    stack: list[InputFrame] = []  # the program's frames outside it, innermost first
 
 
 class InputBlock(_Entry, frozen=True):
@@ -612,6 +851,31 @@ class InputFinding(_Entry, frozen=True):
     intervals_checked: int | None = None
 
 
+class ScanPhases(_Entry, frozen=True, omit_defaults=True):
+    """Microseconds of a graph's pointer scan, by phase."""
+
+    snapshot: int | None = None  # torch's allocator snapshot
+    snapshot_again: int | None = None  # a second snapshot, taken when the first was slow
+    events: int | None = None
+    pointers: int | None = None
+    names: int | None = None
+    events_in_ring: int | None = None  # a count: the allocator history's events at the snapshot
+
+
+class InputScan(_Entry, frozen=True, omit_defaults=True):
+    """The scan of a graph's kernel parameters and copies for pointers into torch's allocator, at the
+    capture. A key is written only where the scan reached it (``stopped_at_node``: its time ran out)."""
+
+    kernels: int | None = None
+    kernels_unread: int | None = None  # kernels whose parameter layout could not be read
+    copies: int | None = None
+    complete: int | None = None  # 1, or 0 where the scan stopped at its time budget
+    stopped_at_node: int | None = None
+    param_info_us: int | None = None
+    phases_us: ScanPhases | None = None
+    first_snapshot: bool | None = None  # the process's first allocator snapshot
+
+
 class GraphInputs(_Entry, frozen=True):
     """A graph's input checks: whether they ran, its external blocks, what they found."""
 
@@ -624,7 +888,7 @@ class GraphInputs(_Entry, frozen=True):
     external_bytes: int | None = None
     pool_pointers: int | None = None  # pointers into graph pools: the graphs' own memory, not inputs
     free_pointers_at_capture: int | None = None
-    scan: dict[str, Any] = {}
+    scan: InputScan = InputScan()
     scan_s: float | None = None
     scan_complete: bool | None = None
     external: list[InputBlock] = []  # the biggest ones

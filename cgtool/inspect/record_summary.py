@@ -21,8 +21,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from cgtool.artifacts.recording import (GraphEntry, PoolBytes, ProcessEntry, ProcessIndex, Recording,
-                                        RecordingTree, TracedLaunch, helper_command, read_json, trace_path)
+from cgtool.artifacts.recording import (CaptureInputs, CudaNote, GraphEntry, PoolBytes, ProcessEntry, ProcessIndex,
+                                        Recording, RecordingTree, Suspension, TracedLaunch, helper_command, read_json,
+                                        trace_path)
 from cgtool.errors import InvalidInputError
 from cgtool.inspect.stale_inputs import InputsCoverage, StaleInput, checked_sentence, coverage, sentence, stale_inputs
 
@@ -50,7 +51,7 @@ class GraphStat:
     instantiate_s: float | None
     reserved_during_capture: int | None  # bytes the process took from CUDA during its capture
     pool: str | None
-    capture_inputs: dict[str, Any] | None  # cudagraph trees: the input shapes it was recorded for
+    capture_inputs: CaptureInputs | None  # cudagraph trees: the input shapes it was recorded for
 
     @property
     def capture_total_s(self) -> float | None:
@@ -81,8 +82,8 @@ class SiteStat:
 
     @property
     def shapes(self) -> list[Any]:
-        return [g.capture_inputs.get("symint_key") or g.capture_inputs.get("inputs") for g in self.graphs
-                if g.capture_inputs]
+        return [g.capture_inputs.symint_key or g.capture_inputs.inputs for g in self.graphs
+                if g.capture_inputs is not None]
 
 
 @dataclass(frozen=True)
@@ -110,9 +111,9 @@ class ProcessSummary:
     wall_s: float | None = None
     gaps: tuple[ReplayGap, ...] = ()
     skips: int = 0
-    suspensions: tuple[dict[str, Any], ...] = ()
+    suspensions: tuple[Suspension, ...] = ()
     pools: tuple[PoolBytes, ...] = ()
-    cuda: dict[str, Any] | None = None
+    cuda: CudaNote | None = None
     helper: str | None = None  # not recorded, and a helper command that makes no CUDA graph: what it is
     stale_inputs: tuple[StaleInput, ...] = ()  # graphs that read memory the program freed (input checks)
     inputs_checked: InputsCoverage | None = None  # None: recorded without input checks
@@ -155,10 +156,10 @@ def _graph(pid: int | None, g: GraphEntry) -> GraphStat:
 
 def _wall(idx: ProcessIndex) -> float | None:
     tl = idx.timeline
-    start = next((tl[k] for k in ("boot_start", "program_start", "recorder_start") if tl.get(k) is not None), None)
-    end = tl.get("program_end")
-    if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
-        return float(end - start)
+    start = next((t for t in (tl.boot_start, tl.program_start, tl.recorder_start) if t is not None), None)
+    end = tl.program_end
+    if start is not None and end is not None and end > start:
+        return end - start
     return None
 
 
@@ -281,9 +282,9 @@ def cannot_make_graphs(p: ProcessSummary) -> str | None:
     if not p.followed or p.graphs:
         return None
     what = helper_command(p.argv)
-    cuda = p.cuda or {}
-    if cuda.get("usable") is False:
-        if cuda.get("tried"):
+    cuda = p.cuda
+    if cuda is not None and cuda.usable is False:
+        if cuda.tried:
             return None
         return (what or "a process") + " forked after CUDA was initialised in its parent"
     return what
@@ -298,12 +299,12 @@ def inputs_text(g: GraphStat) -> str | None:
     """The inputs a cudagraph-trees graph was recorded for, by argument name where recorded:
     ``x: [8, 64], s0: 8``; None for other graphs."""
     ci = g.capture_inputs
-    if not ci:
+    if ci is None:
         return None
-    shapes = ci.get("inputs") or []
-    names = ci.get("names") or []
+    shapes = ci.inputs or []
+    names = ci.names or []
     if not shapes:
-        static = ci.get("static_inputs")
+        static = ci.static_inputs
         return "no dynamic input" + (f" ({static} static)" if static else "")
     return ", ".join(f"{names[k]}: {v}" if k < len(names) and names[k] else f"input {k}: {v}"
                      for k, v in enumerate(shapes))
@@ -424,14 +425,14 @@ def findings(s: RecordSummary) -> list[str]:
                    + (f", the GPU idle {statistics.median(idle):.1f} µs before it" if idle else "") + ".")
     for p in followed:
         for sp in p.suspensions:
-            out.append(f"{_who(p)}: recording suspended at {_where(sp.get('site'))} ({sp.get('reason')}): "
+            out.append(f"{_who(p)}: recording suspended at {_where(sp.site)} ({sp.reason}): "
                        "graphs made while it was off are not recorded, replay counts of the graphs alive then "
                        "are lower bounds"
-                       + (f"; it did not resume ({sp['not_resumed']})" if sp.get("not_resumed") else
-                          "; it resumed when the profiler stopped" if sp.get("resumed_at_s") is not None else "")
+                       + (f"; it did not resume ({sp.not_resumed})" if sp.not_resumed else
+                          "; it resumed when the profiler stopped" if sp.resumed_at_s is not None else "")
                        + ".")
-        if p.cuda and p.cuda.get("usable") is False and p.cuda.get("tried"):  # it tried the GPU: advise
-            out.append(f"{_who(p)}: {p.cuda.get('reason')}.")
+        if p.cuda and p.cuda.usable is False and p.cuda.tried:  # it tried the GPU: advise
+            out.append(f"{_who(p)}: {p.cuda.reason}.")
     kinds = idle_kinds(s)
     if kinds:
         out.append(f"{sum(kinds.values())} recorded process(es) made no graph and could not make one: "

@@ -4,7 +4,7 @@ The recorder (``capture/record/inputs.py``) lists per graph the allocator blocks
 pool that its kernels, copies and memsets use (its *external* blocks), and for each block that was
 freed and then replayed over: where it was allocated, where it was freed, which allocation took its
 memory, and the replays concerned. This module turns those entries (``artifacts/recording.py``'s
-:class:`~cgtool.artifacts.recording.InputsEntry`) into findings and sentences, from the files alone.
+:class:`~cgtool.artifacts.recording.GraphInputs`) into findings and sentences, from the files alone.
 
 A sentence reads: "graph #2 (serve.py:88) reads `x` (4×4096 fp16, allocated at serve.py:61); `x` was
 freed at serve.py:95 before replay 3 and its memory reused by `logits` (allocated at serve.py:97) —

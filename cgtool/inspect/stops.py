@@ -13,7 +13,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from cgtool.artifacts.recording import Recording, RecordingTree
+import msgspec
+
+from cgtool.artifacts.recording import DestroyCall, LastGraph, Recording, RecordingTree
 from cgtool.artifacts.stacks import Dump, StoppedAt, stopped_at
 
 #: What a user does about the teardown hang (pytorch#115388; Megatron-Bridge and TensorRT fixed theirs so).
@@ -34,8 +36,8 @@ class ProcessStop:
     stalled: StoppedAt | None  # at the last --hang-after dump
     stalls: int
     hang_after_s: float | None
-    last_graph: dict[str, Any] | None
-    destroy: dict[str, Any] | None
+    last_graph: LastGraph | None
+    destroy: DestroyCall | None
 
     @property
     def who(self) -> str:
@@ -48,8 +50,8 @@ class ProcessStop:
                                            "innermost": s.innermost}
         return {"pid": self.pid, "rank": self.rank, "finished": self.finished, "exit_code": self.exit_code,
                 "stopped_at": at(self.stopped), "stopped_cause": self.stopped_cause, "stalled_at": at(self.stalled),
-                "stalls": self.stalls, "hang_after_s": self.hang_after_s, "last_graph": self.last_graph,
-                "destroy_process_group": self.destroy}
+                "stalls": self.stalls, "hang_after_s": self.hang_after_s, "last_graph": msgspec.to_builtins(self.last_graph),
+                "destroy_process_group": msgspec.to_builtins(self.destroy)}
 
 
 def _main(d: Dump, ident: str | None) -> StoppedAt | None:
@@ -62,21 +64,20 @@ def process_stop(rec: Recording, *, exit_code: int | None = None, finished: bool
     dump, no destroy_process_group call, a recording made before these were recorded)."""
     st = rec.stopping
     dumps = rec.stack_dumps()
-    main = st.get("main_thread") if isinstance(st.get("main_thread"), str) else None
+    main = st.main_thread
     stops = [d for d in dumps if d.cause != "timeout"]
     stalls = [d for d in dumps if d.cause == "timeout"]
-    destroy = st.get("destroy_process_group") if isinstance(st.get("destroy_process_group"), dict) else None
+    destroy = st.destroy_process_group
     if not dumps and destroy is None:
         return None
     last = stops[-1] if stops else None
     cause = None if last is None else ("signal" if last.cause == "signal" else f"fatal: {last.detail}")
-    lg = st.get("last_graph") if isinstance(st.get("last_graph"), dict) else None
     return ProcessStop(
         pid=rec.pid, rank=rec.rank, finished=finished if finished is not None else rec.index.finished,
         exit_code=exit_code if exit_code is not None else rec.index.exit_code,
         stopped=_main(last, main) if last is not None else None, stopped_cause=cause,
         stalled=_main(stalls[-1], main) if stalls else None, stalls=len(stalls),
-        hang_after_s=st.get("hang_after_s"), last_graph=lg, destroy=destroy)
+        hang_after_s=st.hang_after_s, last_graph=st.last_graph, destroy=destroy)
 
 
 def tree_stops(tree: RecordingTree) -> list[ProcessStop]:
@@ -98,13 +99,13 @@ def _where(site: Any) -> str:
     return f"{os.path.basename(path)}:{line}"
 
 
-def _graph(g: dict[str, Any] | None) -> str:
-    if not g:
+def _graph(g: LastGraph | None) -> str:
+    if g is None:
         return "no graph launched"
-    label = str(g.get("label") or f"#{g.get('seq')}").split()[0]
-    text = f"last graph {label} replay {g.get('replays')}"
-    if g.get("last_nccl_kernel"):
-        text += f" (its last collective: {_kernel(str(g['last_nccl_kernel']))})"
+    label = (g.label or f"#{g.seq}").split()[0]
+    text = f"last graph {label} replay {g.replays}"
+    if g.last_nccl_kernel:
+        text += f" (its last collective: {_kernel(g.last_nccl_kernel)})"
     return text
 
 
@@ -124,16 +125,16 @@ def findings(tree: RecordingTree) -> list[str]:
             out.append(f"{s.who}: no progress for {after} (no graph captured or launched), in {s.stalled.text()}, "
                        f"{_graph(s.last_graph)}" + (f"; {s.stalls} such stalls" if s.stalls > 1 else "") + ".")
         d = s.destroy
-        held = [g for g in (d or {}).get("live_nccl_graphs") or [] if isinstance(g, dict)]
-        if d and held:
-            names = ", ".join(f"graph {str(g.get('label') or '#' + str(g.get('seq'))).split()[0]} (captured at "
-                              f"{_where(g.get('captured_at'))}, {g.get('nccl_kernels')} NCCL kernel(s))" for g in held)
-            if d.get("returned"):
-                out.append(f"{s.who}: dist.destroy_process_group() at {_where(d.get('site'))} ran while {names} "
+        held = (d.live_nccl_graphs or []) if d is not None else []
+        if d is not None and held:
+            names = ", ".join(f"graph {(g.label or '#' + str(g.seq)).split()[0]} (captured at "
+                              f"{_where(g.captured_at)}, {g.nccl_kernels} NCCL kernel(s))" for g in held)
+            if d.returned:
+                out.append(f"{s.who}: dist.destroy_process_group() at {_where(d.site)} ran while {names} "
                            f"was alive; it returned here, but this order can hang NCCL's teardown (pytorch#115388): "
                            f"{FIX}.")
             else:
-                out.append(f"{s.who}: dist.destroy_process_group() at {_where(d.get('site'))} did not return: it was "
+                out.append(f"{s.who}: dist.destroy_process_group() at {_where(d.site)} did not return: it was "
                            f"called while {names} was alive, and destroying the NCCL communicator under a live "
                            f"graph that holds its kernels hangs (pytorch#115388). Fix: {FIX}.")
     return out

@@ -215,7 +215,8 @@ def record_html(s: RecordSummary, source: str) -> str:
         for p, site, g in sorted(rows, key=lambda x: -x[2].replays):
             c = g.capture_total_s
             mb = g.reserved_during_capture
-            inputs = (g.capture_inputs or {}).get("symint_key") or (g.capture_inputs or {}).get("inputs")
+            ci = g.capture_inputs
+            inputs = (ci.symint_key or ci.inputs) if ci is not None else None
             out.append(f"<tr><td class=num>{_esc(p.pid if p.pid is not None else '?')}<td>{_esc(g.label)}"
                        f"<td>{_esc(site.site or '?')}<td class=num>{g.nodes}<td class=num>{g.replays}"
                        f"{'' if g.replays_complete else '+'}<td class=num>{'-' if c is None else f'{c * 1e3:.2f}'}"

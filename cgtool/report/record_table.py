@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from cgtool.artifacts.recording import Recording, RecordingTree
+from cgtool.artifacts.recording import Recording, RecordingTree, SourceSite
 from cgtool.inspect.record_summary import ProcessSummary, RecordSummary, cannot_make_graphs, idle_kinds, summarize
 
 
@@ -124,7 +124,7 @@ def _graphs(con: Console, p: ProcessSummary, rec: Recording | None) -> None:
     if comp.graphs_from_compiled_code or skips:
         _print(con, f"torch.compile: {len(comp.graphs_from_compiled_code)} graph(s) from compiled "
                f"code; {len(skips)} cudagraph skip(s)" + "".join(
-                   f"\n  {_first_line(s['reason'])} ({_where_site(s['site'])})" for s in skips[:10]))
+                   f"\n  {_first_line(s.reason)} ({_where_site(s.site)})" for s in skips[:10]))
     cov = idx.coverage
     if cov is not None and cov.share_in_graphs is not None:
         _print(con, f"coverage: {100 * cov.share_in_graphs:.1f}% of the run's GPU kernel time was inside "
@@ -153,5 +153,5 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0].split(". Found from")[0].rstrip(" :.") if text.strip() else text
 
 
-def _where_site(site: dict[str, Any]) -> str:
-    return _where(f"{site.get('file')}:{site.get('line')}") if site.get("file") else "?"
+def _where_site(site: SourceSite | None) -> str:
+    return _where(f"{site.file}:{site.line}") if site is not None and site.file else "?"

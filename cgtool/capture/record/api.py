@@ -90,6 +90,6 @@ def record(out: str | os.PathLike[str], *, force: bool = False, trace_replays: i
         shutil.rmtree(root / BOOT, ignore_errors=True)
         argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
         tree.write(root, tree.build(root, program=argv, exit_code=None, root_pid=os.getpid(),
-                                    options=opts.to_json(), started=started,
+                                    options=opts, started=started,
                                     notes=["recorded by the library API (cgtool.record): the recording covers the "
                                            "block; the process's exit code is not part of it"]))

@@ -34,6 +34,10 @@ from dataclasses import dataclass
 from types import CodeType, FrameType
 from typing import Any, Callable, Optional
 
+import msgspec
+
+from cgtool.artifacts.recording import ModelLine, SourceSite
+
 #: A frame as kept by a callback: the code object and ``f_lasti``, the byte offset of the
 #: instruction being executed (``line_of`` turns it into a line number).
 RawFrame = tuple[CodeType, int]
@@ -356,25 +360,21 @@ class Site:
             return None
         return linecache.getline(self.file, self.line).strip() or None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "line": self.line,
-            "function": self.function,
-            "call": self.call,
-            "op": self.op,
+    def to_struct(self) -> SourceSite:
+        """The site as the recording keeps it (a capture's ``captured_at``, a node's ``source``)."""
+        path = next((str(m["module_path"]) for m in self.model if m.get("module_path")), None)
+        return SourceSite(
+            file=self.file, line=self.line, function=self.function, call=self.call, op=self.op,
             # the nn.Module class on the stack; for compiled code (no module on the stack) the module
             # path its label shows (``model.layers.0.self_attn.q_proj``)
-            "module": self.module or next((m["module_path"] for m in self.model if m.get("module_path")), None),
-            "record_function": self.record_function,
-            "backward": self.backward,
-            "generated": self.generated,
-            "label": self.short(),
-            "code": self.code(),
-            "stack": list(self.stack),
-            "model": [dict(m) for m in self.model],
-            "module_path": next((m["module_path"] for m in self.model if m.get("module_path")), None),
-        }
+            module=self.module or path, record_function=self.record_function, backward=self.backward,
+            generated=self.generated, label=self.short(), code=self.code(), stack=list(self.stack),
+            model=msgspec.convert(self.model, list[ModelLine]), module_path=path)
+
+    def to_json(self) -> dict[str, Any]:
+        """:meth:`to_struct` as JSON-ready builtins (a node's ``source`` in the export's extras)."""
+        out: dict[str, Any] = msgspec.to_builtins(self.to_struct())
+        return out
 
 
 def resolve(frames: list[RawFrame], *, modules: list[str] | None = None, autograd_op: str | None = None,

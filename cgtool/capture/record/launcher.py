@@ -319,7 +319,7 @@ def run(opts: RecordOptions, program: list[str]) -> int:
         notes = [] if subreaper else ["this system does not let cgtool record adopt orphaned processes "
                                       "(PR_SET_CHILD_SUBREAPER): exit codes of orphans are unknown"]
         doc = tree.build(out, program=list(program), exit_code=code, root_pid=proc.pid, seen=watcher.seen,
-                         options=opts.to_json(), started=started, notes=notes)
+                         options=opts, started=started, notes=notes)
         tree.write(out, doc)
         return code
     except RecordSetupFailed:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from cgtool.artifacts.recording import (GraphEntry, GraphInputs, GraphMemory, InputChecks, MemoryLedger, PoolBytes,
-                                        TracedLaunch as LaunchEntry)
+                                        RecorderSeconds, TracedLaunch as LaunchEntry)
 from cgtool.capture.record import attribution
 from cgtool.capture.snapshot import allocator_snapshot
 
@@ -77,7 +77,7 @@ def graph_entry(r: GraphRecord, replays: int, coverage: Any = None, inputs: Any 
         label=r.label, file=r.file, exec_graph_id=r.exec_graph_id,
         template_graph_id=r.template_graph_id, nodes=r.nodes, captured_at=r.captured_at,
         capture_s=r.capture_s, instantiate_s=r.instantiate_s, export_s=r.export_s,
-        write_s=r.write_s, recorder_s=dict(r.recorder_s),
+        write_s=r.write_s, recorder_s=msgspec.convert(r.recorder_s, RecorderSeconds),
         reserved_during_capture=r.reserved_during_capture,
         pool=None if r.pool is None else f"{r.pool[0]},{r.pool[1]}",
         replays=replays, replays_complete=not r.suspended_replays,

@@ -25,7 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cgtool.artifacts.recording import write_atomic
+import msgspec
+
+from cgtool.artifacts.recording import ChildSeen, CudaNote, write_atomic
 from cgtool.capture.record import attribution, exits
 from cgtool.capture.record.options import PROCESS_ENV, RecordOptions
 from cgtool.capture.record.recorder import ProcessInfo, Recorder
@@ -174,31 +176,33 @@ def _after_fork_child() -> None:
         info = ProcessInfo.current(rec.info.argv, "fork")
         info.parent = parent
         if _cuda_at_fork.get("initialised"):
-            info.cuda_note = {
-                "usable": False, "tried": False,
-                "reason": f"forked from process {parent} after it had initialised CUDA: CUDA cannot be used in this "
-                          "process (torch raises \"Cannot re-initialize CUDA in forked subprocess\"); use the "
-                          "spawn or forkserver start method for workers that use the GPU"}
-            _note_cuda_tries(info.cuda_note)
+            info.cuda_note = CudaNote(
+                usable=False, tried=False,
+                reason=f"forked from process {parent} after it had initialised CUDA: CUDA cannot be used in this "
+                       "process (torch raises \"Cannot re-initialize CUDA in forked subprocess\"); use the "
+                       "spawn or forkserver start method for workers that use the GPU")
+            _note_cuda_tries()
         root = Path(rec.out_dir).parent
         rec.after_fork_child(str(folder_for(root, os.getpid())), info)
     except Exception:  # never break the child: it runs unrecorded
         pass
 
 
-def _note_cuda_tries(note: dict[str, Any]) -> None:
-    """Mark ``note["tried"]`` when this forked process calls torch's CUDA initialisation (which
-    raises here): the advice to use spawn is given only to processes that tried to use the GPU."""
+def _note_cuda_tries() -> None:
+    """Mark the recorder's ``info.cuda_note.tried`` when this forked process calls torch's CUDA
+    initialisation (which raises here): the advice to use spawn is given only to processes that tried
+    to use the GPU. The note is the current recorder's (a fork of this fork has its own)."""
     cuda = getattr(sys.modules.get("torch"), "cuda", None)
     real = getattr(cuda, "_lazy_init", None)
     if real is None or getattr(real, "_cgtool", False):
         return
 
     def _lazy_init() -> Any:
-        if not note.get("tried"):
-            note["tried"] = True
-            rec = current
-            if rec is not None and rec.writer is not None:
+        rec = current
+        note = rec.info.cuda_note if rec is not None else None
+        if rec is not None and note is not None and not note.tried:
+            rec.info.cuda_note = msgspec.structs.replace(note, tried=True)
+            if rec.writer is not None:
                 rec.writer.mark_dirty()
         return real()
 
@@ -212,7 +216,7 @@ def _note(rec: Recorder, pid: int, argv: Any, how: str) -> None:
         args = [str(a) for a in argv] if isinstance(argv, (list, tuple)) else [str(argv)]
     except Exception:
         args = []
-    rec.info.children[pid] = {"pid": pid, "argv": args[:64], "how": how, "exit_code": None}
+    rec.info.children[pid] = ChildSeen(pid=pid, argv=args[:64], how=how, exit_code=None)
     if rec.writer is not None:
         rec.writer.mark_dirty()
 
@@ -222,10 +226,9 @@ def _note_status(rec: Recorder, pid: int, status: int) -> None:
         code = os.waitstatus_to_exitcode(status)
     except ValueError:
         return
-    entry = rec.info.children.setdefault(pid, {"pid": pid, "argv": [], "how": "waited", "exit_code": None})
-    entry["exit_code"] = code if code >= 0 else 128 - code
-    if code < 0:
-        entry["signal"] = -code
+    entry = rec.info.children.get(pid) or ChildSeen(pid=pid, argv=[], how="waited", exit_code=None)
+    rec.info.children[pid] = msgspec.structs.replace(entry, exit_code=code if code >= 0 else 128 - code,
+                                                     signal=-code if code < 0 else None)
     if rec.writer is not None:
         rec.writer.mark_dirty()
 

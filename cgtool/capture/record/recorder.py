@@ -23,9 +23,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from cgtool.capture.record import attribution
 from cgtool.capture.record.coverage import Coverage
-from cgtool.artifacts.recording import PROCESS_SCHEMA, CompileNotes, MemoryLedger, ProcessIndex, write_atomic
+from cgtool.artifacts.recording import (PROCESS_SCHEMA, CallbackStat, ChildSeen, CompileNotes, CudagraphSkip, CudaNote,
+                                        ExitNote, MemoryLedger, ProcessIndex, Suspension, Timeline, write_atomic)
 from cgtool.capture.record.inputs import InputWatch
 from cgtool.capture.record.ledger import graph_entry, input_checks, ledger
 from cgtool.capture.record.options import RecordOptions
@@ -53,8 +56,8 @@ class ProcessInfo:
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None
-    cuda_note: dict[str, Any] | None = None  # e.g. a fork of a process that had initialised CUDA
-    children: dict[int, dict[str, Any]] = field(default_factory=dict)  # observed by this process
+    cuda_note: CudaNote | None = None  # e.g. a fork of a process that had initialised CUDA
+    children: dict[int, ChildSeen] = field(default_factory=dict)  # observed by this process
 
     @classmethod
     def current(cls, argv: list[str] | None = None, started_as: str = "python") -> "ProcessInfo":
@@ -83,9 +86,9 @@ class Recorder:
             tracker = self.tracker
             self.inputs.capturing = lambda: bool(tracker.captures)
         self.coverage: Coverage | None = None
-        self.skips: list[dict[str, Any]] = []
-        self.suspensions: list[dict[str, Any]] = []
-        self.exit_note: dict[str, Any] | None = None
+        self.skips: list[CudagraphSkip] = []
+        self.suspensions: list[Suspension] = []
+        self.exit_note: ExitNote | None = None
         self.started = time.time()
         self.timings: dict[str, float] = {}  # setup and finish phases, seconds
         self.timeline: dict[str, float] = {}  # wall-clock stamps (time.time()) of the run's phases
@@ -194,7 +197,7 @@ class Recorder:
                 if "skipping cudagraph" not in msg:
                     return
                 site = attribution.resolve(attribution.grab(sys._getframe(1)))
-                rec.skips.append({"reason": msg, "site": site.to_json(), "t": time.perf_counter() - rec.tracker.t0})
+                rec.skips.append(CudagraphSkip(reason=msg, site=site.to_struct(), t=time.perf_counter() - rec.tracker.t0))
 
         logging.getLogger("torch._inductor.cudagraph_utils.__cudagraphs").addHandler(_Skips(logging.WARNING))
 
@@ -234,17 +237,16 @@ class Recorder:
         if self.coverage is not None:
             self.coverage.stop()
         self.sub.suspend()
-        self.suspensions.append({"reason": reason, "site": site, "at_s": time.perf_counter() - tr.t0,
-                                 "graphs_before": len(tr.graphs), "resumed_at_s": None, "not_resumed": None})
+        self.suspensions.append(Suspension(reason=reason, site=site, at_s=time.perf_counter() - tr.t0,
+                                           graphs_before=len(tr.graphs)))
 
     def resume(self) -> None:
         """Take CUPTI back after :meth:`suspend` (the program's profiler stopped), if it is free."""
         if not self.suspensions or self.sub.active or self._finished or os.getpid() != self.pid:
             return
         why = self.sub.resume()
-        last = self.suspensions[-1]
         if why is not None:
-            last["not_resumed"] = why
+            self.suspensions[-1] = msgspec.structs.replace(self.suspensions[-1], not_resumed=why)
             return
         torch = sys.modules.get("torch")
         if self.sub.nodecb is not None and torch is not None:
@@ -254,7 +256,8 @@ class Recorder:
                 self.coverage.start(self.sub.load_cupti())
             except Exception as e:
                 self.coverage.errors.append(f"activity after the profiler: {type(e).__name__}: {e}")
-        last["resumed_at_s"] = time.perf_counter() - self.tracker.t0
+        self.suspensions[-1] = msgspec.structs.replace(self.suspensions[-1],
+                                                       resumed_at_s=time.perf_counter() - self.tracker.t0)
 
     # ------------------------------------------------------------------ fork
     def after_fork_child(self, out_dir: str, info: ProcessInfo) -> None:
@@ -298,7 +301,7 @@ class Recorder:
             return
         self._finished = True
         if how is not None:
-            self.exit_note = {"how": how, "code": exit_code}
+            self.exit_note = ExitNote(how=how, code=exit_code)
         t0 = time.perf_counter()
         self.timeline["program_end"] = time.time()
         if self.inputs is not None:
@@ -390,13 +393,13 @@ def index_document(rec: Recorder, *, finished: bool, exit_code: int | None = Non
         children=list(info.children.values()),
         recorder_errors=errors,
         subscriber=rec.sub.how or None,
-        callback_stats={f"{d}/{c}": {"calls": v[0], "s_inside": v[1] / 1e9} for (d, c), v in sorted(stats.items())},
+        callback_stats={f"{d}/{c}": CallbackStat(calls=v[0], s_inside=v[1] / 1e9) for (d, c), v in sorted(stats.items())},
         launch_callbacks=launches,
         launches_in_python=tracker.launch_seq,
         recorder_timings={**rec.timings, **rec.sub.timings, **tracker.exec_totals()},
-        timeline=dict(rec.timeline),
+        timeline=Timeline(**rec.timeline),
         layout=getattr(rec.sub.layout, "offsets", None),
-        stopping=rec.stops.to_json() if rec.stops is not None else None,  # stops.py
+        stopping=rec.stops.block() if rec.stops is not None else None,  # stops.py
         input_checks=input_checks(watch),
     )
 

@@ -17,7 +17,7 @@
   hangs there (an NCCL communicator destroyed under a live graph that holds its kernels,
   pytorch#115388) leaves its cause in the recording even when the process is killed.
 
-The process's index carries :meth:`Stops.to_json` under ``stopping``; the text file is read by
+The process's index carries :meth:`Stops.block` (``artifacts/recording.Stopping``) under ``stopping``; the text file is read by
 ``cgtool/artifacts/stacks.py``. Eager collectives are not wrapped (torch.compile's tracing of
 ``dist.all_reduce`` keys on the function itself): the last collective known is the last NCCL kernel
 of the last graph launched.
@@ -32,6 +32,10 @@ import sys
 import threading
 import time
 from typing import IO, Any
+
+import msgspec
+
+from cgtool.artifacts.recording import DestroyCall, LastGraph, NcclGraph, Stopping
 
 #: The signals whose arrival writes the stacks.
 SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
@@ -108,16 +112,16 @@ def drop_empty_stack_files(out: str | os.PathLike[str]) -> int:
 class Stops:
     """One process's stack dumps, its watchdog and what it noted on the way to a stop."""
 
-    def __init__(self, rec: Any, hang_after_s: float | None) -> None:
+    def __init__(self, rec: Any, hang_after_s: int | None) -> None:
         # rec: the process's recorder.Recorder (which imports this module): its out_dir, tracker, writer
         self.rec = rec
         self.hang_after_s = hang_after_s
         self.file: IO[str] | None = None
         self.signals: list[str] = []  # what writes the stacks: signal names, "fatal"
-        self.destroy: dict[str, Any] | None = None
+        self.destroy: DestroyCall | None = None
         self.hangs = 0  # stalls the watchdog thread saw (the file holds what faulthandler wrote)
         self._counts: dict[int, int] = {}
-        self._last: dict[str, Any] | None = None
+        self._last: LastGraph | None = None
         self._token: tuple[int, int, int] | None = None
         self._progress_at = time.monotonic()
         self._stop = threading.Event()
@@ -180,12 +184,13 @@ class Stops:
         for h, c in counts.items():
             if c != self._counts.get(h, 0) and h in live:
                 r = live[h]
-                self._last = {"seq": r.seq, "label": r.label, "exec_graph_id": r.exec_graph_id, "replays": c,
-                              "captured_at": r.captured_at, "seen_at_s": round(time.perf_counter() - tr.t0, 3)}
-        if self._last is not None:
-            now = next((k for k, r in live.items() if r.seq == self._last["seq"]), None)
+                self._last = LastGraph(seq=r.seq, label=r.label, exec_graph_id=r.exec_graph_id, replays=c,
+                                       captured_at=r.captured_at, seen_at_s=round(time.perf_counter() - tr.t0, 3))
+        last = self._last
+        if last is not None:
+            now = next((k for k, r in live.items() if r.seq == last.seq), None)
             if now is not None:
-                self._last["replays"] = counts.get(now, self._last["replays"])
+                self._last = msgspec.structs.replace(last, replays=counts.get(now, last.replays))
         self._counts = counts
 
     def _progress_token(self) -> tuple[int, int, int]:
@@ -227,11 +232,10 @@ class Stops:
             try:
                 stops.before_destroy(sys._getframe(1))
             except Exception as e:  # noqa: BLE001  (the program's own call runs, whatever noting it met)
-                stops.destroy = {"site": None, "returned": False, "live_nccl_graphs": None,
-                                 "note_failed": f"{type(e).__name__}: {e}"}
+                stops.destroy = DestroyCall(note_failed=f"{type(e).__name__}: {e}")
             out = real(*args, **kw)
             if stops.destroy is not None:
-                stops.destroy["returned"] = True
+                stops.destroy = msgspec.structs.replace(stops.destroy, returned=True)
                 if stops.rec.writer is not None:
                     stops.rec.writer.mark_dirty()
             return out
@@ -259,25 +263,25 @@ class Stops:
         for r in live:
             k = nccl_kernels(docs.get(r.seq))
             if k:
-                held.append({"seq": r.seq, "label": r.label, "captured_at": r.captured_at,
-                             "exec_graph_id": r.exec_graph_id, "nccl_kernels": len(k), "kernel": k[-1],
-                             "replays": counts.get(r.exec_handle, 0)})
-        self.destroy = {"site": site, "at_s": round(time.perf_counter() - tr.t0, 3), "returned": False,
-                        "live_graphs": len(live), "live_nccl_graphs": held}
+                held.append(NcclGraph(seq=r.seq, label=r.label, captured_at=r.captured_at,
+                                      exec_graph_id=r.exec_graph_id, nccl_kernels=len(k), kernel=k[-1],
+                                      replays=counts.get(r.exec_handle, 0)))
+        self.destroy = DestroyCall(site=site, at_s=round(time.perf_counter() - tr.t0, 3), returned=False,
+                                   live_graphs=len(live), live_nccl_graphs=held)
         self.observe()
         if w is not None:
             w.write_index_now(5.0)  # on disk before the call that may never return
 
     # ------------------------------------------------------------------ index
-    def to_json(self) -> dict[str, Any]:
+    def block(self) -> Stopping:
         """The index's ``stopping`` block."""
         self.observe()
-        last = dict(self._last) if self._last is not None else None
+        last = self._last
         if last is not None:
             w = self.rec.writer
-            k = nccl_kernels((w.docs if w is not None else {}).get(last["seq"]))
-            last["last_nccl_kernel"] = k[-1] if k else None
-        return {"main_thread": thread_id(threading.main_thread().ident),
-                "stack_file": STACK_FILE if self.file is not None else None, "dumped_on": list(self.signals),
-                "hang_after_s": self.hang_after_s, "hangs_seen": self.hangs, "last_graph": last,
-                "destroy_process_group": self.destroy}
+            k = nccl_kernels((w.docs if w is not None else {}).get(last.seq)) if last.seq is not None else []
+            last = msgspec.structs.replace(last, last_nccl_kernel=k[-1] if k else None)
+        return Stopping(main_thread=thread_id(threading.main_thread().ident),
+                        stack_file=STACK_FILE if self.file is not None else None, dumped_on=list(self.signals),
+                        hang_after_s=self.hang_after_s, hangs_seen=self.hangs, last_graph=last,
+                        destroy_process_group=self.destroy)

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from cgtool.artifacts.recording import CaptureInputs
 from cgtool.capture.record import _subscriber, attribution
 from cgtool.capture.record.attribution import RawFrame
 from cgtool.capture.record.subscription import Subscription
@@ -49,7 +50,7 @@ class Capture:
     t_begin: float
     reserved_begin: int | None
     t_end: float | None = None
-    shapes: dict[str, Any] | None = None  # cudagraph trees: the inputs it was recorded for
+    shapes: CaptureInputs | None = None  # cudagraph trees: the inputs it was recorded for
 
 
 @dataclass
@@ -86,7 +87,7 @@ class GraphRecord:
     replays: int = 0
     traced: list[TracedLaunch] = field(default_factory=list)
     write_s: float | None = None  # the writer thread's time on it (sources, encoding, file)
-    shapes: dict[str, Any] | None = None
+    shapes: CaptureInputs | None = None
     destroyed: bool = False  # its exec was destroyed (its replays are final)
     suspended_replays: bool = False  # the recorder was suspended while it lived: replays are a lower bound
     #: seconds the recorder spent on this graph inside the program's capture+instantiate: the
@@ -537,7 +538,7 @@ def pool_on_stack(frame: Any, depth: int = 12) -> list[int] | None:
 _MAX_SHAPES = 16
 
 
-def capture_shapes(frame: Any, frames: list[RawFrame]) -> dict[str, Any] | None:
+def capture_shapes(frame: Any, frames: list[RawFrame]) -> CaptureInputs | None:
     """The inputs a CUDA graph trees capture was recorded for, when its functions are on the stack
     (``attribution.tree_codes``); None for any other capture.
 
@@ -581,7 +582,7 @@ def capture_shapes(frame: Any, frames: list[RawFrame]) -> dict[str, Any] | None:
             except Exception:
                 pass
         f = f.f_back
-    return out or None
+    return CaptureInputs(**out) if out else None
 
 
 def _shape(x: Any) -> Any:

@@ -25,8 +25,9 @@ from typing import Any
 
 import msgspec
 
-from cgtool.artifacts.recording import (TREE_SCHEMA, ProcessIndex, TreeIndex, TreeProcess, helper_command, helpers_in,
-                                        read_process_index, write_atomic)
+from cgtool.artifacts.recording import (TREE_SCHEMA, ChildSeen, ProcessIndex, RecordedOptions, TreeIndex, TreeProcess,
+                                        helper_command, helpers_in, read_process_index, write_atomic)
+from cgtool.capture.record.options import RecordOptions
 from cgtool.errors import InvalidInputError
 #: How often the launcher scans /proc for the program's descendants (seconds).
 SCAN_S = 0.1
@@ -100,13 +101,14 @@ def reason_not_followed(argv: list[str], exe: str | None, error: dict[str, Any] 
 
 
 def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int | None,
-          seen: dict[int, Seen] | None = None, options: dict[str, Any] | None = None,
+          seen: dict[int, Seen] | None = None, options: RecordOptions | None = None,
           started: float | None = None, notes: list[str] | None = None) -> TreeIndex:
     """The tree index of the recording in ``out`` (the processes' folders are read, nothing written)."""
     seen = dict(seen or {})
-    procs: list[dict[str, Any]] = []
+    procs: list[TreeProcess] = []
     followed_pids: set[int] = set()
-    observed: dict[int, dict[str, Any]] = {}  # pid -> what a recorded parent saw of it
+    observed: dict[int, ChildSeen] = {}  # pid -> what recorded parents saw of it (the last known value of each field)
+    observer: dict[int, int | None] = {}  # pid -> the recorded parent that saw it last
     errors: dict[int, dict[str, Any]] = {}
     folders = sorted((d for d in out.glob("p*") if d.is_dir() and _folder_key(d.name) is not None),
                      key=lambda d: _folder_key(d.name) or (0, 0))
@@ -118,63 +120,60 @@ def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int
                 errors[err["pid"]] = err
             continue
         for c in idx.children:
-            if isinstance(c.get("pid"), int):
-                prev = observed.get(c["pid"], {})
-                observed[c["pid"]] = {**prev, **{k: v for k, v in c.items() if v not in (None, [])},
-                                      "observer": idx.pid}
+            prev = observed.get(c.pid)
+            if prev is not None:
+                c = msgspec.structs.replace(prev, **{k: v for k, v in msgspec.structs.asdict(c).items()
+                                                     if v not in (None, [])})
+            observed[c.pid], observer[c.pid] = c, idx.pid
         pid = idx.pid
-        procs.append({
-            "pid": pid, "parent": idx.parent, "argv": list(idx.program),
-            "started_as": idx.started_as, "rank": idx.rank, "local_rank": idx.local_rank,
-            "world_size": idx.world_size, "folder": d.name, "followed": True,
-            "finished": idx.finished, "exit_code": idx.exit_code,
-            "exit_code_seen_by": "itself" if idx.finished else None,
-            "exit": idx.exit, "cuda": idx.cuda,
-            "graphs": len(idx.graphs), "replays": sum(g.replays for g in idx.graphs),
-            "suspended": bool(idx.suspended), "reason": None,
-        })
+        procs.append(TreeProcess(
+            pid=pid, parent=idx.parent, argv=list(idx.program),
+            started_as=idx.started_as, rank=idx.rank, local_rank=idx.local_rank,
+            world_size=idx.world_size, folder=d.name, followed=True,
+            finished=idx.finished, exit_code=idx.exit_code,
+            exit_code_seen_by="itself" if idx.finished else None,
+            exit=idx.exit, cuda=idx.cuda,
+            graphs=len(idx.graphs), replays=sum(g.replays for g in idx.graphs),
+            suspended=bool(idx.suspended), reason=None,
+        ))
         if isinstance(pid, int):
             followed_pids.add(pid)
-    by_pid: dict[int, list[dict[str, Any]]] = {}
-    for p in procs:
-        if isinstance(p["pid"], int):
-            by_pid.setdefault(p["pid"], []).append(p)
     # exit codes seen from outside: the last program of a pid (after exec) is the one that ended
-    for pid, ps in by_pid.items():
-        last = ps[-1]
+    last_of = {p.pid: i for i, p in enumerate(procs) if p.pid is not None}  # folders are in (pid, exec) order
+    for pid, i in last_of.items():
+        last = procs[i]
         code, by = None, None
         if pid == root_pid and exit_code is not None:
             code, by = exit_code, "cgtool record (wait)"
         elif pid in seen and seen[pid].exit_code is not None:
             code, by = seen[pid].exit_code, "cgtool record (wait)"
-        elif pid in observed and observed[pid].get("exit_code") is not None:
-            code, by = observed[pid]["exit_code"], f"its parent {observed[pid].get('observer')} (wait)"
+        elif pid in observed and observed[pid].exit_code is not None:
+            code, by = observed[pid].exit_code, f"its parent {observer.get(pid)} (wait)"
         if code is not None:
-            if last["exit_code"] is not None and last["exit_code"] != code:
-                last["exit_code_reported"] = last["exit_code"]
-            last["exit_code"], last["exit_code_seen_by"] = code, by
-        if not last["finished"]:
+            if last.exit_code is not None and last.exit_code != code:
+                last = msgspec.structs.replace(last, exit_code_reported=last.exit_code)
+            last = msgspec.structs.replace(last, exit_code=code, exit_code_seen_by=by)
+        if not last.finished:
             how = (f"it was killed by signal {code - 128}" if code is not None and code > 128 else
                    f"it ended with exit code {code} without finishing it (a crash)" if code is not None else
                    "it was killed (SIGKILL, a crash) or was still running")
-            last["reason"] = f"its recording did not finish: {how}; what it wrote by then is kept"
+            last = msgspec.structs.replace(last, reason=f"its recording did not finish: {how}; what it wrote by "
+                                           "then is kept")
+        procs[i] = last
     # processes without a recording
     unknown = set(seen) | set(observed) | set(errors)
     for pid in sorted(unknown - followed_pids):
-        s, o, e = seen.get(pid), observed.get(pid, {}), errors.get(pid)
-        argv = (s.argv if s and s.argv else None) or o.get("argv") or (e or {}).get("argv") or []
+        s, o, e = seen.get(pid), observed.get(pid), errors.get(pid)
+        argv = (s.argv if s and s.argv else None) or (o.argv if o else None) or (e or {}).get("argv") or []
         exe = s.exe if s else None
-        code = s.exit_code if s and s.exit_code is not None else o.get("exit_code")
-        procs.append({
-            "pid": pid, "parent": (s.parent if s else None) or o.get("observer") or (e or {}).get("parent"),
-            "argv": argv, "started_as": o.get("how") or (e or {}).get("started_as"), "rank": None,
-            "local_rank": None, "world_size": None, "folder": None, "followed": False, "finished": None,
-            "exit_code": code, "exit_code_seen_by": "wait" if code is not None else None, "exit": None,
-            "cuda": None, "graphs": None, "replays": None, "suspended": False,
-            "reason": reason_not_followed(argv, exe, e),
-            "makes_no_graphs": helper_command(argv, exe),
-        })
-    entries = [TreeProcess(**p) for p in procs]
+        code = s.exit_code if s and s.exit_code is not None else o.exit_code if o else None
+        procs.append(TreeProcess(
+            pid=pid, parent=(s.parent if s else None) or observer.get(pid) or (e or {}).get("parent"),
+            argv=argv, started_as=(o.how if o else None) or (e or {}).get("started_as"), followed=False,
+            exit_code=code, exit_code_seen_by="wait" if code is not None else None,
+            reason=reason_not_followed(argv, exe, e), makes_no_graphs=helper_command(argv, exe),
+        ))
+    entries = procs
     helpers = helpers_in(entries)  # helper commands, and what they started: not recorded, no graph missed
     entries = [msgspec.structs.replace(p, makes_no_graphs=helpers[p.pid],
                                        reason=f"{helpers[p.pid]}: a helper command, which makes no CUDA graph; "
@@ -191,7 +190,7 @@ def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int
         root_pid=root_pid,
         started=started,
         ended=time.time(),
-        options=options or {},
+        options=recorded_options(options) if options is not None else RecordedOptions(),
         processes=entries,
         followed=sum(1 for p in entries if p.followed),
         not_followed=len(not_followed),
@@ -204,6 +203,11 @@ def build(out: Path, *, program: list[str], exit_code: int | None, root_pid: int
             f"/proc every {SCAN_S} s for descendants it could not record (a process that lived shorter than that "
             "and was not started by a recorded Python process may be missing)"],
     )
+
+
+def recorded_options(opts: RecordOptions) -> RecordedOptions:
+    """The options as the tree's index keeps them (``RecordedOptions`` has ``RecordOptions``'s fields)."""
+    return msgspec.convert(opts.to_json(), RecordedOptions)
 
 
 def write(out: Path, doc: TreeIndex) -> None:

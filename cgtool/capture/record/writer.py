@@ -238,7 +238,7 @@ class Writer:
         rec.captured_at = f"{begin.file}:{begin.line}" if begin.file else None
         rec.compiled = compiled
         meta["record"] = msgspec.to_builtins(ExportRecord(
-            label=rec.label, seq=rec.seq, captured_at=begin.to_json(), template_graph_id=rec.template_graph_id,
+            label=rec.label, seq=rec.seq, captured_at=begin.to_struct(), template_graph_id=rec.template_graph_id,
             pool=rec.pool, reserved_during_capture=rec.reserved_during_capture, replays=rec.replays,
             compiled_code=rec.compiled, capture_inputs=rec.shapes,
             thread="main" if rec.thread == tracker.main else rec.thread, time_since_start_s=rec.since_start_s,
