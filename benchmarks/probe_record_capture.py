@@ -18,7 +18,9 @@ synchronize, as the runner times it) and its ratio to the bare capture:
 * ``py_frames``: node callbacks keep the recorder's raw frames (``attribution.grab_node_info``);
 * ``py_export``: and the exec-created callback reads the topology (``export.graph_data``);
 * ``recorder``: the recorder itself (``Recorder.start()`` ... ``finish()``), writer thread included,
-  with its compiled node callback where it is built; ``recorder_py``: with its Python callback
+  with its compiled node callback where it is built, and its input checks on as by default (the
+  allocator's history on while it records; off again after); ``recorder_nochecks``: without them
+  (``--check-inputs 0``); ``recorder_py``: with its Python callback
   (``RecordOptions(subscriber="ctypes")``); ``recorder_nodefer``: the Python callback and a writer
   that writes each graph at once (``writer_quiet_s=0``); ``recorder_map``: the
   recorder reading each graph column by column from Python (``read_graph(impl="map")``, the read
@@ -192,7 +194,7 @@ def main() -> None:
               "py_getframe": _CB(py_getframe), "py_grab": _CB(py_grab), "py_grabnode": _CB(py_grabnode)}
     cnoop = _c_noop()
     configs = ["bare", "subscribed", "py_noop", "py_getframe", "py_grab", "py_grabnode", "py_frames", "py_export",
-               "recorder", "recorder_py", "recorder_nodefer"]
+               "recorder", "recorder_py", "recorder_nodefer", "recorder_nochecks"]
     if cnoop is not None:
         configs.insert(2, "c_noop")
     configs += ["recorder_map", "recorder_noreserved", "recorder_torchstats"]
@@ -296,7 +298,9 @@ def main() -> None:
                 sub = Sub(lib, cupti, cfuncs[cfg], enable=True)
             elif cfg.startswith("recorder"):
                 opts = RecordOptions(subscriber="ctypes" if cfg in ("recorder_py", "recorder_nodefer") else "auto",
-                                     writer_quiet_s=0.0 if cfg == "recorder_nodefer" else 0.25)
+                                     writer_quiet_s=0.0 if cfg == "recorder_nodefer" else 0.25,
+                                     check_inputs=0 if cfg == "recorder_nochecks" else RecordOptions().check_inputs)
+                history_fn = torch.cuda.memory._record_memory_history  # the input checks wrap it
                 rec = Recorder(os.path.join(tmp, f"{cfg}{r}"), opts, program=["probe"])
                 if cfg == "recorder_map":
                     export_mod.read_graph = lambda *x, **k: read_graph(*x, **{**k, "impl": "map"})  # type: ignore
@@ -320,6 +324,10 @@ def main() -> None:
                 sub.close()
             if rec is not None:
                 rec.finish(0)
+                # the input checks turned the allocator's history on for the process: off again, and
+                # torch's function unwrapped, so that the next configuration captures as it would alone
+                torch.cuda.memory._record_memory_history = history_fn
+                history_fn(enabled=None)
                 growth[cfg] = [g.reserved_during_capture for g in rec.graphs]
                 export_mod.read_graph = read_graph
                 export_mod.read_quick = read_quick

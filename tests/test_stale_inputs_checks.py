@@ -29,16 +29,46 @@ class Clock:
         return self.t
 
 
+class _Ring(list):  # type: ignore[type-arg]
+    """The allocator's history ring: what the test appends is also an event of the allocator's life."""
+
+    def __init__(self, life: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.life = life
+
+    def append(self, e: dict[str, Any]) -> None:
+        super().append(e)
+        self.life.append(e)
+
+
 class FakeAllocator:
-    """``torch.cuda.memory._snapshot()``: the events so far (time-ordered) and the segments now."""
+    """``torch.cuda.memory``: ``_snapshot()`` gives the ring's events (time-ordered) and the segments
+    now, as torch's caching allocator has them (the watched block A active from the start; a free
+    makes a block inactive, an allocation active); ``_record_memory_history(clear_history=True)``
+    empties the ring, not the allocator's state."""
 
     def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
+        self.life: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = _Ring(self.life)
         self.snapshots = 0
+        self.clears = 0
+
+    def _record_memory_history(self, **k: Any) -> None:
+        if k.get("clear_history"):
+            self.events.clear()
+            self.clears += 1
 
     def _snapshot(self) -> dict[str, Any]:
         self.snapshots += 1
-        return {"segments": [], "device_traces": [list(self.events)]}
+        active = {A: SIZE}
+        for e in self.life:
+            if e["action"] in ("free_requested", "free_completed"):
+                active.pop(e["addr"], None)
+            elif e["action"] == "alloc":
+                active[e["addr"]] = e["size"]
+        segments = [{"device": 0, "address": a, "total_size": n, "segment_pool_id": (0, 0),
+                     "blocks": [{"size": n, "state": "active_allocated"}]} for a, n in sorted(active.items())]
+        return {"segments": segments, "device_traces": [list(self.events)]}
 
 
 def fake_graph_class() -> type:
@@ -60,6 +90,7 @@ def setup(every: int, clock: Clock, monkeypatch: Any) -> tuple[mod.InputWatch, F
     alloc = FakeAllocator()
     watch = mod.InputWatch(every)
     watch.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(memory=alloc))
+    watch.history = "on"  # as after torch's CUDA initialisation: the checks' own history, emptied after each read
     CG = fake_graph_class()
     watch._wrap_replay(CG)
     blk = mod.Block(A, SIZE, SIZE, {"file": "prog.py", "line": 3, "function": "f", "code": "x = make()", "stack": []},
@@ -100,6 +131,7 @@ def test_reported_replays_bound_the_true_ones(steps: list[str], every: int) -> N
                 alloc.events.append({"action": "alloc", "addr": A + 10 * SIZE, "size": 64, "time_us": t, "frames": []})
         clock.tick()
         watch.finish()
+        assert alloc.clears == alloc.snapshots  # each read emptied the ring: what follows saw only new events
         found = watch.entry(0)["findings"]
         # brute force, from the timeline: the replays that ran after the free
         after = [i + 1 for i, rt in enumerate(replay_times) if freed_at is not None and rt > freed_at]
@@ -130,6 +162,75 @@ def test_checks_run_at_first_two_replays_and_every_nth(monkeypatch: Any) -> None
     # the graph's replays 1 and 2, then the process's replays 5 and 10
     assert alloc.snapshots == 4
     assert type(g).replayed == 12
+
+
+def _free_between_replays(monkeypatch: Any, alloc_patch: Any = None, in_ring: bool = True) -> tuple[Any, Any, list[int]]:
+    """Replays 1-5 with checks before each (every = 1), other allocations between them, and the
+    graph's input freed between replays 3 and 4 (an event of the ring, or only of the allocator's
+    state: a free that came between a snapshot and the ring's clear). The ring's length at each
+    snapshot is kept."""
+    clock = Clock()
+    watch, alloc, g, _ = setup(1, clock, monkeypatch)
+    if alloc_patch is not None:
+        alloc_patch(alloc)
+    ring_at_snapshot: list[int] = []
+    real = alloc._snapshot
+
+    def snapshot() -> dict[str, Any]:
+        out = real()
+        ring_at_snapshot.append(len(out["device_traces"][0]))
+        return out
+
+    monkeypatch.setattr(alloc, "_snapshot", snapshot)
+    for k in range(5):
+        for _ in range(2):
+            alloc.events.append({"action": "alloc", "addr": A + 10 * SIZE, "size": 64, "time_us": clock.tick(), "frames": []})
+        if k == 3:
+            free = {"action": "free_requested", "addr": A, "size": SIZE, "time_us": clock.tick(),
+                    "frames": [{"filename": "prog.py", "line": 9, "name": "f"}]}
+            (alloc.events if in_ring else alloc.life).append(free)
+        clock.tick()
+        g.replay()
+    clock.tick()
+    watch.finish()
+    return watch, alloc, ring_at_snapshot
+
+
+def test_the_history_ring_is_emptied_after_each_read(monkeypatch: Any) -> None:
+    """Each check reads the ring, then empties it: a snapshot holds only the events since the last
+    one (2 allocations a replay, 3 with the free), and the free is found with its line, its first
+    replay exact."""
+    watch, alloc, ring = _free_between_replays(monkeypatch)
+    assert watch.ring_cleared is True and alloc.clears == alloc.snapshots == len(ring) == 6
+    assert ring == [2, 2, 2, 3, 2, 0]
+    [f] = watch.entry(0)["findings"]
+    assert (f["kind"], f["freed_at"]["line"], f["first_replay"], f["first_replay_exact"]) == ("freed", 9, 4, True)
+
+
+def test_a_free_missing_from_the_ring_is_found_from_the_allocators_state(monkeypatch: Any) -> None:
+    """A free another thread made between a snapshot and the ring's clear is in no snapshot's events:
+    the block no longer active in the allocator's segments is found freed at the next check, without
+    the line that freed it."""
+    watch, _, ring = _free_between_replays(monkeypatch, in_ring=False)
+    assert ring == [2, 2, 2, 2, 2, 0]
+    [f] = watch.entry(0)["findings"]
+    assert (f["kind"], f["freed_at"], f["first_replay"]) == ("freed", None, 4)
+
+
+def test_a_torch_without_clear_history_reads_the_whole_ring(monkeypatch: Any) -> None:
+    """Where ``_record_memory_history`` has no ``clear_history`` (TypeError), the ring is read whole
+    each time (events already read are skipped by their time) and the findings are the same."""
+    def no_clear(alloc: Any) -> None:
+        def record(*, enabled: Any = "all", context: Any = "all", stacks: str = "all", max_entries: int = 0) -> None:
+            pass
+
+        alloc._record_memory_history = record
+
+    watch, _, ring = _free_between_replays(monkeypatch, no_clear)
+    assert isinstance(watch.ring_cleared, str) and "clear_history" in watch.ring_cleared
+    assert ring == [2, 4, 6, 9, 11, 11]
+    [f] = watch.entry(0)["findings"]
+    assert (f["kind"], f["freed_at"]["line"], f["first_replay"], f["first_replay_exact"]) == ("freed", 9, 4, True)
 
 
 def test_free_after_the_last_replay_is_no_finding(monkeypatch: Any) -> None:

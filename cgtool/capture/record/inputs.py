@@ -11,7 +11,8 @@ a process that never imports torch has nothing watched and its index says nothin
 
 * **Allocation stacks.** Once torch initialises CUDA (``torch.cuda._lazy_init``, wrapped once), the
   allocator's history is turned on (``torch.cuda.memory._record_memory_history``: every allocation
-  and free with its Python stack, into a ring of :data:`HISTORY_ENTRIES` events). That function is
+  and free with its Python stack, into a ring of :data:`HISTORY_ENTRIES` events, emptied after each
+  read so that a snapshot holds only the events since the last one). That function is
   wrapped too: the program's own call wins (before CUDA starts, the history is left as it set it and
   nothing is checked; after, the events so far are read, then the checks stop and the graphs
   replayed after it say so: :meth:`InputWatch._program_history`).
@@ -46,13 +47,15 @@ not checked: their entry says so.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import ctypes
+import gc
 import linecache
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from cgtool.capture.record import attribution
 from cgtool.capture.snapshot import allocator_snapshot
@@ -91,6 +94,22 @@ NAME_ITEMS = 64
 
 _DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64", "int64": "i64",
            "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool"}
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic GC off while a snapshot is read: the snapshot makes a Python object per event and
+    frame, which set off full collections over the program's whole heap (2.3 a graph, 27 ms, when
+    recording the GPT-2 decode step: benchmarks/probe_record_capture.py). The objects hold no cycles;
+    they go by reference counting when the read ends."""
+    was = gc.isenabled()
+    if was:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 # ------------------------------------------------------------------------------ kernel pointers
@@ -449,6 +468,7 @@ class InputWatch:
         self.throttled_s = 0.0  # the longest pause the periodic checks took after one (CHECK_SHARE)
         self.snapshots = 0  # torch.cuda.memory._snapshot() calls made so far
         self._snapshot_retimed = False  # a slow snapshot was timed again (SLOW_SNAPSHOT_S)
+        self.ring_cleared: bool | str | None = None  # emptied after each read (True), or why not (str)
 
     def reset_after_fork(self) -> None:
         """In a forked child: the parent's graphs are not the child's."""
@@ -642,99 +662,108 @@ class InputWatch:
                                  f"their bound (CAPTURE_BUDGET_S, CAPTURE_SHARE of the run)")
             return
         try:
-            first = self.snapshots == 0
-            snap = allocator_snapshot(torch)
-            self.snapshots += 1
-            t_snap = time.perf_counter()
-            snap_us = int((t_snap - t0) * 1e6)
-            again_us = None
-            if t_snap - t0 > SLOW_SNAPSHOT_S and not self._snapshot_retimed:
-                self._snapshot_retimed = True
-                snap = allocator_snapshot(torch)
-                self.snapshots += 1
-                t_again = time.perf_counter()
-                again_us = int((t_again - t_snap) * 1e6)
-                t_snap = t_again
-            self._read_events(snap, device, capture=True)
-            starts, ends, segs = [], [], []
-            for s in snap.get("segments", []):
-                if int(s.get("device", -1)) != device:
-                    continue
-                a = int(s["address"])
-                starts.append(a)
-                ends.append(a + int(s["total_size"]))
-                segs.append(s)
-            order = sorted(range(len(starts)), key=starts.__getitem__)
-            starts = [starts[i] for i in order]
-            ends = [ends[i] for i in order]
-            segs = [segs[i] for i in order]
-            if not starts:
-                return
-            t_ev = time.perf_counter()
-            pointers, scan = graph_pointers(raw, min(starts), max(ends))
-            t_ptr = time.perf_counter()
-            names = None
-            t_names = 0.0
-            found: dict[int, Block] = {}
-            users: dict[int, set[int]] = {}
-            pool_ptrs = free_ptrs = 0
-            for node, w in pointers:
-                k = bisect.bisect_right(starts, w) - 1
-                if k < 0 or w >= ends[k]:
-                    continue
-                seg = segs[k]
-                if tuple(seg.get("segment_pool_id") or (0, 0)) != (0, 0):
-                    pool_ptrs += 1
-                    continue
-                addr = starts[k]
-                blk = None
-                for b in seg.get("blocks", []):
-                    size = int(b["size"])
-                    if addr <= w < addr + size:
-                        blk = (addr, size, b)
-                        break
-                    addr += size
-                if blk is None:
-                    continue
-                a, size, b = blk
-                if b.get("state") != "active_allocated":
-                    free_ptrs += 1
-                    continue
-                if a not in found:
-                    if names is None:
-                        tn = time.perf_counter()
-                        names = capture_names(frame, torch)
-                        t_names = time.perf_counter() - tn
-                    frames = b.get("frames") or []
-                    found[a] = Block(a, size, b.get("requested_size"), user_site(frames), names.get(a), 0,
-                                     site_key=_frame_key(frames))
-                users.setdefault(a, set()).add(node)
-            for a, blk_ in found.items():
-                blk_.nodes = len(users[a])
-            st = Watched(seq, exec_handle, device, sorted(found.values(), key=lambda b: b.addr), pool_ptrs,
-                         free_ptrs, scan, 0.0, _now_us())
-            st.checkpoints.append((st.captured_us, 0, 0))
-            with self.lock:
-                old = self.by_exec.get(exec_handle)
-                if old is not None:
-                    old.destroyed = True
-                self.by_exec[exec_handle] = st
-                self.graphs[seq] = st
-                for b in st.blocks:
-                    self.blocks.setdefault((device, b.addr), []).append((st, b))
-                    if b.site_key is not None:
-                        self._by_size.setdefault((device, b.size), []).append((st, b))
-            st.scan_s = time.perf_counter() - t0
-            st.scan["phases_us"] = {"snapshot": snap_us, "events": int((t_ev - t_snap) * 1e6),
-                                    "pointers": int((t_ptr - t_ev) * 1e6), "names": int(t_names * 1e6),
-                                    "events_in_ring": sum(len(x) for x in snap.get("device_traces") or [])}
-            st.scan["first_snapshot"] = first  # the process's first _snapshot() call
-            if again_us is not None:
-                st.scan["phases_us"]["snapshot_again"] = again_us
+            with _gc_paused():
+                self._scan(seq, exec_handle, raw, device, frame, t0)
         except Exception as e:
             self._error("capture", e)
         finally:
             self.capture_s += time.perf_counter() - t0
+
+    def _scan(self, seq: int, exec_handle: int, raw: Any, device: int, frame: Any, t0: float) -> None:
+        torch = self.torch
+        first = self.snapshots == 0
+        snap = allocator_snapshot(torch)
+        self.snapshots += 1
+        t_snap = time.perf_counter()
+        snap_us = int((t_snap - t0) * 1e6)
+        again_us = None
+        if t_snap - t0 > SLOW_SNAPSHOT_S and not self._snapshot_retimed:
+            self._snapshot_retimed = True
+            snap = allocator_snapshot(torch)
+            self.snapshots += 1
+            t_again = time.perf_counter()
+            again_us = int((t_again - t_snap) * 1e6)
+            t_snap = t_again
+        self._read_events(snap, device, capture=True)
+        with self.lock:  # the other devices' events are read now: the ring is emptied below
+            for d in {st.device for st in self.graphs.values() if not st.destroyed} - {device}:
+                self._read_events(snap, d)
+        self._clear_ring()
+        starts, ends, segs = [], [], []
+        for s in snap.get("segments", []):
+            if int(s.get("device", -1)) != device:
+                continue
+            a = int(s["address"])
+            starts.append(a)
+            ends.append(a + int(s["total_size"]))
+            segs.append(s)
+        order = sorted(range(len(starts)), key=starts.__getitem__)
+        starts = [starts[i] for i in order]
+        ends = [ends[i] for i in order]
+        segs = [segs[i] for i in order]
+        if not starts:
+            return
+        t_ev = time.perf_counter()
+        pointers, scan = graph_pointers(raw, min(starts), max(ends))
+        t_ptr = time.perf_counter()
+        names = None
+        t_names = 0.0
+        found: dict[int, Block] = {}
+        users: dict[int, set[int]] = {}
+        pool_ptrs = free_ptrs = 0
+        for node, w in pointers:
+            k = bisect.bisect_right(starts, w) - 1
+            if k < 0 or w >= ends[k]:
+                continue
+            seg = segs[k]
+            if tuple(seg.get("segment_pool_id") or (0, 0)) != (0, 0):
+                pool_ptrs += 1
+                continue
+            addr = starts[k]
+            blk = None
+            for b in seg.get("blocks", []):
+                size = int(b["size"])
+                if addr <= w < addr + size:
+                    blk = (addr, size, b)
+                    break
+                addr += size
+            if blk is None:
+                continue
+            a, size, b = blk
+            if b.get("state") != "active_allocated":
+                free_ptrs += 1
+                continue
+            if a not in found:
+                if names is None:
+                    tn = time.perf_counter()
+                    names = capture_names(frame, torch)
+                    t_names = time.perf_counter() - tn
+                frames = b.get("frames") or []
+                found[a] = Block(a, size, b.get("requested_size"), user_site(frames), names.get(a), 0,
+                                 site_key=_frame_key(frames))
+            users.setdefault(a, set()).add(node)
+        for a, blk_ in found.items():
+            blk_.nodes = len(users[a])
+        st = Watched(seq, exec_handle, device, sorted(found.values(), key=lambda b: b.addr), pool_ptrs,
+                     free_ptrs, scan, 0.0, _now_us())
+        st.checkpoints.append((st.captured_us, 0, 0))
+        with self.lock:
+            old = self.by_exec.get(exec_handle)
+            if old is not None:
+                old.destroyed = True
+            self.by_exec[exec_handle] = st
+            self.graphs[seq] = st
+            for b in st.blocks:
+                self.blocks.setdefault((device, b.addr), []).append((st, b))
+                if b.site_key is not None:
+                    self._by_size.setdefault((device, b.size), []).append((st, b))
+        st.scan_s = time.perf_counter() - t0
+        st.scan["phases_us"] = {"snapshot": snap_us, "events": int((t_ev - t_snap) * 1e6),
+                                "pointers": int((t_ptr - t_ev) * 1e6), "names": int(t_names * 1e6),
+                                "events_in_ring": sum(len(x) for x in snap.get("device_traces") or [])}
+        st.scan["first_snapshot"] = first  # the process's first _snapshot() call
+        if again_us is not None:
+            st.scan["phases_us"]["snapshot_again"] = again_us
 
     def on_exec_destroyed(self, exec_handle: int) -> None:
         with self.lock:
@@ -751,17 +780,20 @@ class InputWatch:
             return
         t0 = time.perf_counter()
         try:
-            snap = allocator_snapshot(torch)
-            self.snapshots += 1
-            now = _now_us()
-            with self.lock:
-                live = [st for st in self.graphs.values() if not st.destroyed]
-                devices = {st.device for st in live}
-                for d in devices:
-                    self._read_events(snap, d)
-                self._verify_blocks(snap)
-                for st in live:
-                    st.checkpoints.append((now, st.replays, st.replays + (st is replaying)))
+            with _gc_paused():
+                snap = allocator_snapshot(torch)
+                self.snapshots += 1
+                now = _now_us()
+                with self.lock:
+                    live = [st for st in self.graphs.values() if not st.destroyed]
+                    devices = {st.device for st in live}
+                    for d in devices:
+                        self._read_events(snap, d)
+                    self._verify_blocks(snap)
+                    for st in live:
+                        st.checkpoints.append((now, st.replays, st.replays + (st is replaying)))
+                self._clear_ring()
+                del snap
             self.checks += 1
         except Exception as e:
             self._error("check", e)
@@ -773,6 +805,26 @@ class InputWatch:
         self._quiet_until = t1 + (t1 - t0) / CHECK_SHARE
         if self._quiet_until > t1 + (t1 - t0):
             self.throttled_s = max(self.throttled_s, (t1 - t0) / CHECK_SHARE)
+
+    def _clear_ring(self) -> None:
+        """Empty the allocator's history ring once its events were read (the history stays on), so
+        that the next snapshot holds only the events since this one: a snapshot turns every event of
+        the ring into Python objects, its stack included, and a full ring (HISTORY_ENTRIES) took tens
+        of milliseconds a graph (benchmarks/probe_record_capture.py). Only the checks' own history is
+        emptied (never one the program set). An event another thread adds between the snapshot and
+        the clear is lost; a watched block it freed is then found from the allocator's state at the
+        next check (:meth:`_verify_blocks`, as for a ring that overflowed)."""
+        if self.ring_cleared not in (None, True) or self.history != "on" or self.history_changed is not None:
+            return
+        try:
+            record = self._record_history or self.torch.cuda.memory._record_memory_history
+            record(enabled="all", context="all", stacks="python", max_entries=HISTORY_ENTRIES, clear_history=True)
+            self.ring_cleared = True
+        except TypeError as e:  # a torch without clear_history: the ring is read whole each time
+            self.ring_cleared = f"not emptied: {e}"
+        except Exception as e:
+            self.ring_cleared = f"not emptied: {type(e).__name__}: {e}"
+            self._error("history clear", e)
 
     def _read_events(self, snap: dict[str, Any], device: int, capture: bool = False) -> None:
         traces = snap.get("device_traces") or []
@@ -852,8 +904,9 @@ class InputWatch:
         self._open.append((st, b))
 
     def _verify_blocks(self, snap: dict[str, Any]) -> None:
-        """When events were lost: a watched block no longer active at its address was freed (when unknown)."""
-        if not self.history_lost:
+        """When events were lost, or may have been (the ring is emptied after each read): a watched block
+        no longer active at its address was freed (when unknown)."""
+        if not self.history_lost and self.ring_cleared is not True:
             return
         active: set[tuple[int, int, int]] = set()
         for s in snap.get("segments", []):
