@@ -61,7 +61,7 @@ for n in trees hf_llama; do
 done
 
 step "overhead per graph: the GPT-2 decode step in one process (target <= 1.15x recorder/bare, paired, input checks off; with them: printed)"
-timeout 70 python3 benchmarks/probe_record_capture.py --model gpt2 --configs bare,c_noop,recorder_nochecks,recorder --rounds 3 \
+timeout 90 python3 benchmarks/probe_record_capture.py --model gpt2 --configs bare,c_noop,recorder_nochecks,recorder --rounds 3 \
   --out "$WORK/pack/probe_record_capture_gpt2.json" > "$WORK/probe.txt" 2>&1
 status $? probe_record_capture
 python3 - "$WORK/pack/probe_record_capture_gpt2.json" <<'EOF'
