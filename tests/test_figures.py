@@ -394,7 +394,7 @@ def test_no_part_of_a_result_can_be_changed(tmp_path: Path) -> None:
         assert isinstance(seq, tuple)
     for mapping in (res.replay_table, res.cost, res.critical_paths, res.figures().certainty):
         with pytest.raises(TypeError):
-            mapping["x"] = 0  # type: ignore[index]
+            mapping["x"] = 0
     assert res.events is not None
     for arr in (res.replay_table["span_us"], res.replay_table["saving_us"], res.events.verdict, res.events.ready):
         with pytest.raises(ValueError, match="read-only"):
