@@ -263,8 +263,8 @@ def _complete_match(m: EventMatch, trace: Trace, o: np.ndarray, replay: np.ndarr
     ev = m.ev
     lane = ["channel 0" if lanes.one_channel else f"channel {int(trace.channel[ev[j]])}"
             if lanes.lane is Lane.CHANNEL else f"stream {int(trace.stream[ev[j]])}" for j in lfirst.tolist()]
-    return dataclasses.replace(m, replay=row[replay], start=start, end=end, lane=tuple(lane), lane_id=lane_id, ready=ready,
-                               late=late, verdict=verdict)
+    return dataclasses.replace(m, replay=row[replay], start=start, end=end, lane=tuple(lane), lane_id=lane_id,
+                               ready=ready, late=late, verdict=verdict)
 
 
 def stated_connections(trace: Trace, given: int | None) -> tuple[int | None, str]:

@@ -247,7 +247,7 @@ class Figures:
         return self.fake is not None
 
     def to_json(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}  # asdict's keys, without its deep copy
+        d = {f.name: getattr(self, f.name) for f in fields(self)}  # asdict's keys (asdict cannot copy a mappingproxy)
         del d["source"]  # the document says where it came from; equal traces give equal figures
         d["graphs"], d["certainty"] = list(self.graphs), dict(self.certainty)
         d["lane"], d["match"] = self.lane.value, self.match.value
@@ -277,8 +277,8 @@ class DepsResult:
     non_graph_events: int = 0
     match_groups: tuple[Mapping[str, Any], ...] = ()  # inferred match: per launch group
     critical_path_us: float | None = None  # median over replays of the measured critical path
-    critical_paths: Mapping[int, tuple[int, ...]] = field(default_factory=dict)  # graph id -> node indices
-    # (median replay)
+    # graph id -> node indices of the median replay's measured critical path
+    critical_paths: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     cost: Mapping[str, Any] = field(default_factory=dict)  # the estimate of what fake serializations cost
     events: EventMatch | None = None  # the event <-> node match, with replay rows and lanes
     incomplete: tuple[Incomplete, ...] = ()
@@ -293,17 +293,17 @@ class DepsResult:
             v = getattr(self, name)
             if not isinstance(v, MappingProxyType):
                 object.__setattr__(self, name, MappingProxyType(v))
-        object.__setattr__(self, "match_groups",
-                           tuple(g if isinstance(g, MappingProxyType) else MappingProxyType(g) for g in self.match_groups))
+        groups = tuple(g if isinstance(g, MappingProxyType) else MappingProxyType(g) for g in self.match_groups)
+        object.__setattr__(self, "match_groups", groups)
         for a in [*self.replay_table.values(), *(self.events.arrays() if self.events is not None else ())]:
             a.flags.writeable = False
 
     @functools.cached_property
-    def replays(self) -> list[ReplayStat]:
+    def replays(self) -> tuple[ReplayStat, ...]:
         """Per-replay statistics (built on first use: a trace may hold 100,000s of replays)."""
         t = self.replay_table
         cols = [t[f].tolist() for f in REPLAY_FIELDS]
-        return [ReplayStat(*row) for row in zip(*cols)]
+        return tuple(ReplayStat(*row) for row in zip(*cols))
 
     def _replay_dicts(self) -> list[dict[str, Any]]:
         """``asdict`` of every ReplayStat, made from the columns (the same values, far faster)."""
