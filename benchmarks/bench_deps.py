@@ -290,7 +290,7 @@ PHASES = [
     ("estimate (re-scheduling)", "cgtool.inspect.analyzers.saving", "estimate", 1),
     ("waited_with_room", "cgtool.inspect.analyzers.waits", "waited_with_room", 1),
     ("mean_cover_grouped (cover sums)", "cgtool.inspect.analyzers.cover", "mean_cover_grouped", 2),
-    ("suggest", "cgtool.inspect.analyzers.advice", "suggest", 1),
+    ("advise", "cgtool.inspect.analyzers.advice", "advise", 1),
     ("deps_report (render)", "cgtool.report.tables", "deps_report", 0),
 ]
 

@@ -361,3 +361,47 @@ def test_the_simulated_traces_hold_what_the_tests_need(tmp_path: Path) -> None:
             inferred += len(bf.inferred(r))
     assert last_of_join[4] == {1, 2} and last_of_join[6] == {4, 3, 9}
     assert fake_waits >= 5 and inferred >= 5
+
+
+def test_no_part_of_a_result_can_be_changed(tmp_path: Path) -> None:
+    """``analyze`` builds its result once, with its final values (savings, certainties, notes): every
+    part is frozen, so no later step (figures, views, the report, a caller of ``to_json``) can change
+    what another one reads. One replay lost an event, so that the result holds every kind of part."""
+    evs = simulate(1, 4)
+    lost = next(e for e in evs if e["replay"] == 2 and e["node"] == 7)
+    t = load_trace(write_trace(tmp_path, [e for e in evs if e is not lost], channels=True))
+    res = analyze(t, graphs_from_trace(t), tolerance_us=TOL)
+    (streams := tmp_path / "streams").mkdir()
+    ts = load_trace(write_trace(streams, evs, channels=False))
+    res_s = analyze(ts, graphs_from_trace(ts), tolerance_us=TOL)
+    fake = next(f for f in res.findings if f.kind.value == "fake" and f.saving_us)
+    wait = next(w for w in res_s.inferred_waits if w.saving_us)
+    (inc,) = res.incomplete
+    assert inc.missing == (tid(7),) and len(res.replays) == 3 and res.notes and res.suggestions
+    before = json.dumps(res.to_json())
+    changes = [
+        lambda: setattr(res, "notes", ()), lambda: setattr(fake, "saving_us", 0.0),
+        lambda: setattr(fake, "count", fake.count + 1), lambda: setattr(wait, "saving_us", 0.0),
+        lambda: setattr(wait, "certainty", "exact"), lambda: setattr(res.replays[0], "span_us", 0.0),
+        lambda: setattr(inc, "replays", 0), lambda: setattr(res.figures(), "fake", 0),
+        lambda: setattr(res.events, "verdict", None),
+    ]
+    for change in changes:
+        with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
+            change()
+    for seq in (res.findings, res.inferred_waits, res.graphs, res.notes, res.suggestions, res.match_groups,
+                res.incomplete, inc.missing, inc.correlations, res.figures().graphs, res.events.lane):
+        assert isinstance(seq, tuple)
+    for mapping in (res.replay_table, res.cost, res.critical_paths, res.figures().certainty):
+        with pytest.raises(TypeError):
+            mapping["x"] = 0
+    assert res.events is not None
+    for arr in (res.replay_table["span_us"], res.replay_table["saving_us"], res.events.verdict, res.events.ready):
+        with pytest.raises(ValueError, match="read-only"):
+            arr[0] = -1
+    # to_json gives copies: changing the document leaves the result as it was
+    doc = res.to_json()
+    doc["notes"].append("x")
+    doc["cost"]["saving_us"] = -1.0
+    doc["incomplete_replays"][0]["missing"].append(0)
+    assert json.dumps(res.to_json()) == before

@@ -39,7 +39,7 @@ FILLED_SHARE = 0.9
 MEANINGFUL_SHARE = 0.05
 
 
-@dataclass
+@dataclass(frozen=True)
 class CriticalPath:
     """The measured critical path of a trace's replays of one graph."""
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -71,20 +71,18 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
                                        channel_of=0 if lanes.one_channel else None, times=(start, end))
     cover = waitsmod.coverage(prepared, m)
     empty = np.zeros(0, np.int64)
-    inferred = waitsmod.Waits([], empty, empty, empty, empty)
+    inferred = waitsmod.Waits((), empty, empty, empty, empty)
     if lanes.lane is Lane.STREAM:
         # when each replay's launch had submitted its work (the host's cudaGraphLaunch returned), NaN unknown
         launch_end = np.array([trace.launch_ends.get(c, np.nan) for c in corr[rfirst].tolist()])[replay]
         inferred = waitsmod.inferred_waits(prepared, m, start, end, tm.ready, replay, tolerance_us, cover, launch_end)
-    est, save = np.full(n_rep, np.nan), np.full(n_rep, np.nan)
-    filled = np.zeros(n_rep, dtype=bool)
-    cost: dict[str, object] = {}
+    est = saving.nothing(n_rep)
     if estimate:
-        cost = saving.estimate(prepared, m, start, end, replay, tm.span, sz.a, sz.b, sz.kind, sz.pair, sz.findings,
-                               inferred.waits, cover, (inferred.b, inferred.a, inferred.index), est, save, filled)
+        est = saving.estimate(prepared, m, start, end, replay, tm.span, sz.a, sz.b, sz.kind, sz.pair, sz.findings,
+                              inferred.waits, cover, (inferred.b, inferred.a, inferred.index))
     ready_wait = start - tm.ready
-    waited = _waited(lanes.lane, sz, inferred, cover, replay, n_rep, tm.ready, start, end, ready_wait, tolerance_us,
-                     cost)
+    waited, waited_cost = _waited(lanes.lane, sz, inferred, cover, replay, n_rep, tm.ready, start, end, ready_wait,
+                                  tolerance_us)
     o = _replay_order(replay, start, n_rep)
     stats = {
         "graph_id": m.graph[rfirst][o], "device": dev[rfirst][o], "correlation": corr[rfirst][o],
@@ -92,17 +90,31 @@ def analyze(trace: Trace, graphs: Sequence[GraphData], *, tolerance_us: float = 
         "critical_path_us": np.round(tm.critical[o], 3),
         **{k: v[o] for k, v in _verdict_counts(sz, replay, n_rep).items()},
         **{k: v[o] for k, v in waited.items()},
-        "estimated_span_us": np.round(est[o], 3), "saving_us": np.round(save[o], 3), "filled": filled[o],
+        "estimated_span_us": np.round(est.span_us[o], 3), "saving_us": np.round(est.saving_us[o], 3),
+        "filled": est.filled[o],
     }
     m = _complete_match(m, trace, o, replay, start, end, lane_id, lfirst, tm.ready, inferred, sz, lanes)
-    res = DepsResult(lanes.lane, match, tolerance_us, sz.findings, stats, inferred.waits, sorted(prepared), notes,
-                     non_graph_events=m.other, match_groups=serializations.group_summary(m), cost=dict(cost),
-                     critical_path_us=tm.median_critical_us, critical_paths=tm.paths, events=m,
-                     incomplete=incomplete, cannot_tell_reason=inferred.reason, source=trace.source,
-                     channels_in_profiler_trace=lanes.profiler and lanes.lane is Lane.CHANNEL and not lanes.one_channel,
-                     channels_from=f"CUDA_DEVICE_MAX_CONNECTIONS=1, {lanes.said_by}" if lanes.one_channel else
-                     ("the trace" if lanes.lane is Lane.CHANNEL else None))
-    return dataclasses.replace(res, suggestions=advice.suggest(res, trace))
+    # Every part with its final values (savings, advice), then the result, once.
+    findings, waits = _with_saving(sz.findings, est.finding_saving_us), _with_saving(inferred.waits, est.wait_saving_us)
+    cost = {**est.cost, **waited_cost}
+    adv = advice.advise(findings, waits, cost, stats["span_us"], lanes.lane, trace)
+    return DepsResult(lanes.lane, match, tolerance_us, findings, stats, waits, tuple(sorted(prepared)),
+                      (*notes, *adv.notes), adv.suggestions, non_graph_events=m.other,
+                      match_groups=tuple(serializations.group_summary(m)), cost=cost,
+                      critical_path_us=tm.median_critical_us,
+                      critical_paths={gid: tuple(p) for gid, p in tm.paths.items()}, events=m,
+                      incomplete=tuple(incomplete), cannot_tell_reason=inferred.reason, source=trace.source,
+                      channels_in_profiler_trace=lanes.profiler and lanes.lane is Lane.CHANNEL and not lanes.one_channel,
+                      channels_from=f"CUDA_DEVICE_MAX_CONNECTIONS=1, {lanes.said_by}" if lanes.one_channel else
+                      ("the trace" if lanes.lane is Lane.CHANNEL else None))
+
+
+_Item = TypeVar("_Item", Finding, InferredWait)
+
+
+def _with_saving(items: Sequence[_Item], saving_us: Mapping[int, float]) -> tuple[_Item, ...]:
+    """``items`` with the estimated saving of each one estimated (by index), the others as they are."""
+    return tuple(dataclasses.replace(x, saving_us=saving_us[k]) if k in saving_us else x for k, x in enumerate(items))
 
 
 def _check_inputs(trace: Trace, graphs: Sequence[GraphData]) -> None:
@@ -152,7 +164,7 @@ def _match(trace: Trace, prepared: dict[int, matching.PreparedGraph], tolerance_
         raise InvalidInputError(f"{trace.source} has no graph work to analyse.")
     for x in incomplete:
         notes.append(f"{x.replays} of the {x.of} replays of exec graph {x.graph_id} lack events of some GPU "
-                     f"nodes ({_nodes(x.missing)}; correlation ids {x.correlations}) and were left out: "
+                     f"nodes ({_nodes(x.missing)}; correlation ids {list(x.correlations)}) and were left out: "
                      "a replay with a missing event has a wrong span, waits and critical path.")
     return m, match, incomplete, notes, replays
 
@@ -199,10 +211,11 @@ def _verdict_counts(sz: serializations.Serializations, replay: np.ndarray, n_rep
 
 def _waited(lane: Lane, sz: serializations.Serializations, inferred: waitsmod.Waits, cover: np.ndarray,
             replay: np.ndarray, n_rep: int, ready: np.ndarray, start: np.ndarray, end: np.ndarray,
-            ready_wait: np.ndarray, tolerance_us: float, cost: dict[str, object]) -> dict[str, np.ndarray]:
+            ready_wait: np.ndarray, tolerance_us: float) -> tuple[dict[str, np.ndarray], dict[str, object]]:
     """Per replay: the waits (inferred on streams, fake serializations with room on channels) and the late
-    starts the timing cannot tell from waits for room or for the launch; on streams, their totals go into
-    ``cost``."""
+    starts the timing cannot tell from waits for room or for the launch; and, on streams, the totals of
+    the latter (the result's ``cost`` holds them; empty on channels)."""
+    cost: dict[str, object] = {}
     n_waited: np.ndarray
     wait_us: np.ndarray
     n_cannot: np.ndarray
@@ -225,7 +238,7 @@ def _waited(lane: Lane, sz: serializations.Serializations, inferred: waitsmod.Wa
         n_cannot = np.zeros(n_rep)
         cannot_us = np.zeros(n_rep)
     return {"waited": n_waited, "wait_us": np.round(wait_us, 3), "cannot_tell": n_cannot.astype(np.int64),
-            "cannot_tell_us": np.round(cannot_us, 3)}
+            "cannot_tell_us": np.round(cannot_us, 3)}, cost
 
 
 def _replay_order(replay: np.ndarray, start: np.ndarray, n_rep: int) -> np.ndarray:
@@ -250,8 +263,8 @@ def _complete_match(m: EventMatch, trace: Trace, o: np.ndarray, replay: np.ndarr
     ev = m.ev
     lane = ["channel 0" if lanes.one_channel else f"channel {int(trace.channel[ev[j]])}"
             if lanes.lane is Lane.CHANNEL else f"stream {int(trace.stream[ev[j]])}" for j in lfirst.tolist()]
-    return dataclasses.replace(m, replay=row[replay], start=start, end=end, lane=lane, lane_id=lane_id, ready=ready,
-                               late=late, verdict=verdict)
+    return dataclasses.replace(m, replay=row[replay], start=start, end=end, lane=tuple(lane), lane_id=lane_id,
+                               ready=ready, late=late, verdict=verdict)
 
 
 def stated_connections(trace: Trace, given: int | None) -> tuple[int | None, str]:
@@ -270,7 +283,7 @@ def stated_connections(trace: Trace, given: int | None) -> tuple[int | None, str
     return None, ""
 
 
-def _nodes(tools_ids: list[int]) -> str:
+def _nodes(tools_ids: Sequence[int]) -> str:
     shown = ", ".join(f"#{t & 0xFFFFFFFF}" for t in tools_ids[:8])
     return plural(len(tools_ids), "node") + " " + shown + (", ..." if len(tools_ids) > 8 else "")
 

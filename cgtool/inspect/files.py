@@ -19,7 +19,7 @@ from cgtool.inspect.inputs import (GraphItem, InputKind, Resolved, Selector, Tra
 from cgtool.inspect.results import DepsResult
 from cgtool.inspect.views import Analyses, GraphView
 
-@dataclass
+@dataclass(frozen=True)
 class DepsRun:
     """A deps analysis with what it was computed from."""
 

@@ -26,8 +26,10 @@ from cgtool.inspect.views import Analyses, GraphView, Replay, graph_view
 __all__ = ["BenchView", "Gathered", "GraphView", "Replay", "gather", "graph_view"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class BenchView:
+    """Bench results given to the report, judged against the baseline where one was given."""
+
     results: BenchResults
     source: str
     judgements: list[Judgement] | None = None
@@ -58,6 +60,7 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
         seen.add(key)
         resolved.append(resolve(inp, max_bytes=max_bytes))
     _pair_across(resolved)
+    base = BenchResults.load(baseline, max_bytes=max_bytes) if baseline is not None else None
     analyses = Analyses(tolerance_us=tolerance_us, max_bytes=max_bytes)
     failed: dict[int, str] = {}
     for r in resolved:
@@ -86,12 +89,8 @@ def gather(inputs: Sequence[Path], *, baseline: Path | None = None, tolerance_us
         for ts in r.traces:
             ts.forget()  # the columns are not needed once analysed (a folder may hold many traces)
         for f, b in r.bench:
-            out.bench.append(BenchView(b, str(f)))
-    base = BenchResults.load(baseline, max_bytes=max_bytes) if baseline is not None else None
-    if base is not None:
-        for bv in out.bench:
-            bv.judgements = compare_results(base, bv.results)
-            bv.baseline, bv.baseline_source = base, str(baseline)
+            out.bench.append(BenchView(b, str(f)) if base is None else
+                             BenchView(b, str(f), compare_results(base, b), base, str(baseline)))
     out.graphs.sort(key=lambda v: (-1 if v.rank is None else v.rank))
     if not out.graphs and not out.bench:
         kinds = ", ".join(f"{r.path} ({r.kind.value})" for r in resolved)

@@ -143,12 +143,13 @@ def _find_symmetric_chains(m: GraphModel, order: list[int]) -> None:
             gi += 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class LaunchGroup:
-    """Launches whose streams ran the same event sequence, matched together."""
+    """Launches whose streams ran the same event sequence, matched together (a part of the deps
+    result: ``EventMatch.groups``)."""
 
     graph_id: int
-    correlations: list[int]  # one per replay (column of ``events``)
+    correlations: tuple[int, ...]  # one per replay (column of ``events``)
     events: np.ndarray  # [slots, replays] trace event index of each slot in each replay
     solutions: np.ndarray  # [k, slots] node index per slot, one row per searched assignment
     assignments: int  # consistent assignments in all (k times the interchangeable-chain orbit)
@@ -435,4 +436,4 @@ def _search(m: GraphModel, gid: int, members: _Members, trace: Trace, tol: float
     if not sols:
         return None
     arr = np.array(sols, dtype=np.int64).reshape(len(sols), n_slots)
-    return LaunchGroup(gid, list(members.correlations), ev, arr, len(sols) * m.orbit, complete)
+    return LaunchGroup(gid, tuple(members.correlations), ev, arr, len(sols) * m.orbit, complete)

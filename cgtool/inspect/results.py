@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -80,16 +81,21 @@ class EventMatch:
     other: int  # GPU events outside any graph (or in replays left out)
     group: np.ndarray | None = None  # inferred: index into ``groups`` of each event's launch group
     slot: np.ndarray | None = None  # inferred: the event's slot in its group
-    groups: list[Any] = field(default_factory=list)  # inferred: match.LaunchGroup per group
+    groups: tuple[Any, ...] = ()  # inferred: match.LaunchGroup per group
     replay: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # row of the replay table
     start: np.ndarray = field(default_factory=lambda: np.zeros(0))  # µs, as in the trace
     end: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    lane: list[str] = field(default_factory=list)  # per distinct lane id: "channel N" or "stream N"
+    lane: tuple[str, ...] = ()  # per distinct lane id: "channel N" or "stream N"
     lane_id: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # index into ``lane``
     ready: np.ndarray = field(default_factory=lambda: np.zeros(0))  # µs: when the node became ready
     late: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))  # streams: 0, or 1 + index of WaitKind
     verdict: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))  # of the serialization ending at
     # each event: -1 none, 0 true, 1 fake, 2 undecided (index into serializations.KINDS)
+
+    def arrays(self) -> list[np.ndarray]:
+        """Every array the match holds (those of its launch groups aside)."""
+        return [v for v in (self.ev, self.node, self.graph, self.group, self.slot, self.replay, self.start, self.end,
+                            self.lane_id, self.ready, self.late, self.verdict) if v is not None]
 
     def select(self, keep: np.ndarray) -> "EventMatch":
         """The events where ``keep`` is true (a boolean mask), the rest counted in ``other``."""
@@ -98,9 +104,10 @@ class EventMatch:
                           None if self.slot is None else self.slot[keep], self.groups)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Finding:
-    """One distinct serialized pair, aggregated over the replays it was seen in."""
+    """One distinct serialized pair, aggregated over the replays it was seen in (built once, with its
+    totals and estimated saving: ``deps.analyze``)."""
 
     graph_id: int
     before: int  # tools id of A
@@ -134,10 +141,11 @@ class WaitKind(str, Enum):
     CANNOT_TELL = "cannot tell"  # the GPU was full, or the launch still submitting: those waits look the same
 
 
-@dataclass
+@dataclass(frozen=True)
 class InferredWait:
     """Without channel data: B started later than its graph predecessors allowed, and an
-    unrelated item ended just before it started (inferred from timing)."""
+    unrelated item ended just before it started (inferred from timing; built once, with its totals,
+    certainty and estimated saving)."""
 
     graph_id: int
     after: int
@@ -157,8 +165,10 @@ class InferredWait:
         return d
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReplayStat:
+    """One row of ``DepsResult.replay_table`` (``DepsResult.replays``)."""
+
     graph_id: int
     device: int
     correlation: int
@@ -183,24 +193,24 @@ REPLAY_FIELDS = ("graph_id", "device", "correlation", "events", "span_us", "crit
                  "estimated_span_us", "saving_us", "filled")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Incomplete:
     """Replays of one graph that lack events of some of its GPU nodes: left out of the analysis."""
 
     graph_id: int
     replays: int  # how many
     of: int  # replays of this graph in the trace
-    missing: list[int]  # tools ids of the nodes missing in at least one of them (up to 20)
-    correlations: list[int]  # of the first few
+    missing: tuple[int, ...]  # tools ids of the nodes missing in at least one of them (up to 20)
+    correlations: tuple[int, ...]  # of the first few
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "missing": list(self.missing), "correlations": list(self.correlations)}
 
 
 @dataclass(frozen=True)
 class Figures:
     source: str
-    graphs: list[int]
+    graphs: tuple[int, ...]
     replays: int
     span_median_us: float | None
     span_mean_us: float | None
@@ -208,7 +218,7 @@ class Figures:
     lane: Lane
     channels_from: str | None  # "the trace", or the setting of one connection that implies channel 0
     match: MatchKind
-    certainty: dict[str, int]
+    certainty: Mapping[str, int]  # serializations per certainty of their verdict (read-only)
     true: int
     true_pairs: int
     fake: int | None  # None: the trace cannot show them (no hardware channels)
@@ -237,8 +247,9 @@ class Figures:
         return self.fake is not None
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = {f.name: getattr(self, f.name) for f in fields(self)}  # asdict's keys (asdict cannot copy a mappingproxy)
         del d["source"]  # the document says where it came from; equal traces give equal figures
+        d["graphs"], d["certainty"] = list(self.graphs), dict(self.certainty)
         d["lane"], d["match"] = self.lane.value, self.match.value
         d["fake_visible"] = self.fake_visible
         # the names earlier readers know, beside the labelled ones
@@ -249,35 +260,50 @@ class Figures:
 
 @dataclass(frozen=True)
 class DepsResult:
-    """What ``deps.analyze`` found, built once (frozen): nothing changes it afterwards."""
+    """What ``deps.analyze`` found, built once with its final values: nothing changes it afterwards.
+    Frozen all the way down: its findings, waits and rows are frozen dataclasses, its sequences
+    tuples, its mappings read-only (``MappingProxyType``; the constructor wraps dicts it is given)
+    and its arrays, those of the match it carries included, read-only (``writeable=False``)."""
 
     lane: Lane
     match: MatchKind
     tolerance_us: float
-    findings: list[Finding]
-    replay_table: dict[str, np.ndarray]  # one array per ReplayStat field, replays in time order
-    inferred_waits: list[InferredWait]
-    graphs: list[int]
-    notes: list[str] = field(default_factory=list)
-    suggestions: list[str] = field(default_factory=list)
+    findings: tuple[Finding, ...]
+    replay_table: Mapping[str, np.ndarray]  # one array per ReplayStat field, replays in time order
+    inferred_waits: tuple[InferredWait, ...]
+    graphs: tuple[int, ...]
+    notes: tuple[str, ...] = ()
+    suggestions: tuple[str, ...] = ()
     non_graph_events: int = 0
-    match_groups: list[dict[str, Any]] = field(default_factory=list)  # inferred match: per launch group
+    match_groups: tuple[Mapping[str, Any], ...] = ()  # inferred match: per launch group
     critical_path_us: float | None = None  # median over replays of the measured critical path
-    critical_paths: dict[int, list[int]] = field(default_factory=dict)  # graph id -> node indices (median replay)
-    cost: dict[str, Any] = field(default_factory=dict)  # the estimate of what fake serializations cost
+    # graph id -> node indices of the median replay's measured critical path
+    critical_paths: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    cost: Mapping[str, Any] = field(default_factory=dict)  # the estimate of what fake serializations cost
     events: EventMatch | None = None  # the event <-> node match, with replay rows and lanes
-    incomplete: list[Incomplete] = field(default_factory=list)
+    incomplete: tuple[Incomplete, ...] = ()
     cannot_tell_reason: str | None = None  # streams: why some late starts are not judged
     source: str = ""  # the trace's path
     channels_in_profiler_trace: bool = False  # a profiler trace (not cgtool's) that carries channels
     channels_from: str | None = None  # where the channels came from: the trace, or a setting of 1 connection
 
+    def __post_init__(self) -> None:
+        # A frozen dataclass stops attribute assignment only: what its fields hold is made read-only here.
+        for name in ("replay_table", "critical_paths", "cost"):
+            v = getattr(self, name)
+            if not isinstance(v, MappingProxyType):
+                object.__setattr__(self, name, MappingProxyType(v))
+        groups = tuple(g if isinstance(g, MappingProxyType) else MappingProxyType(g) for g in self.match_groups)
+        object.__setattr__(self, "match_groups", groups)
+        for a in [*self.replay_table.values(), *(self.events.arrays() if self.events is not None else ())]:
+            a.flags.writeable = False
+
     @functools.cached_property
-    def replays(self) -> list[ReplayStat]:
+    def replays(self) -> tuple[ReplayStat, ...]:
         """Per-replay statistics (built on first use: a trace may hold 100,000s of replays)."""
         t = self.replay_table
         cols = [t[f].tolist() for f in REPLAY_FIELDS]
-        return [ReplayStat(*row) for row in zip(*cols)]
+        return tuple(ReplayStat(*row) for row in zip(*cols))
 
     def _replay_dicts(self) -> list[dict[str, Any]]:
         """``asdict`` of every ReplayStat, made from the columns (the same values, far faster)."""
@@ -321,15 +347,15 @@ class DepsResult:
         return {
             "schema_version": 2,
             "summary": self.figures().to_json(),
-            "cost": self.cost,
-            "match_groups": self.match_groups,
+            "cost": dict(self.cost),
+            "match_groups": [dict(g) for g in self.match_groups],
             "incomplete_replays": [x.to_json() for x in self.incomplete],
             "serializations": [f.to_json() for f in sorted(
                 self.findings, key=lambda f: (f.kind is not DepKind.FAKE, -f.wait_us, f.before, f.after))],
             "inferred_waits": [w.to_json() for w in self.inferred_waits],
             "replays": self._replay_dicts(),
-            "notes": self.notes,
-            "suggestions": self.suggestions,
+            "notes": list(self.notes),
+            "suggestions": list(self.suggestions),
         }
 
 
@@ -376,12 +402,12 @@ def figures(res: DepsResult, graph_id: int | None = None) -> Figures:
         saving = share = None
     return Figures(
         source=res.source,
-        graphs=[graph_id] if graph_id is not None else list(res.graphs),
+        graphs=(graph_id,) if graph_id is not None else res.graphs,
         replays=n,
         span_median_us=_r(median(spans)) if n else None,
         span_mean_us=_r(float(spans.mean())) if n else None,
         critical_path_us=_r(median(crit)) if n else None,
-        lane=res.lane, channels_from=res.channels_from, match=res.match, certainty=certainty,
+        lane=res.lane, channels_from=res.channels_from, match=res.match, certainty=MappingProxyType(certainty),
         true=true, true_pairs=sum(1 for f in finds if f.kind is DepKind.TRUE),
         fake=fake if visible else None,
         fake_pairs=fake_pairs if visible else None,

@@ -322,7 +322,7 @@ def deps_report(con: Console, r: DepsResult, top: int = 10, sources: Mapping[int
             tab.add_row(str(k), str(lanes[k][0]), str(lanes[k][1]))
         show(con, tab)
     note = tracer_note(overhead, r)
-    for n in r.notes + ([note] if note else []):
+    for n in (*r.notes, *([note] if note else [])):
         con.print(f"note: {n}", markup=False, highlight=False)
     for sgt in r.suggestions:
         con.print(f"suggestion: {sgt}", markup=False, highlight=False)

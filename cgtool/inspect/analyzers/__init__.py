@@ -10,6 +10,8 @@ HolisticTraceAnalysis puts ``analyzers/*.py`` behind ``TraceAnalysis``):
 * ``advice``: notes and suggestions;
 * ``compare``: two traces of one graph judged by measured span.
 
-Each reads the matched events (``EventMatch``) and writes its part of the ``DepsResult``; none
-reads the trace file or the graph again.
+Each reads the matched events (``EventMatch``) and returns its part, frozen (``saving`` its
+``Estimate``, ``advice`` its ``Advice``); ``deps.analyze`` builds the ``DepsResult`` from the parts
+once, with their final values, and nothing changes it afterwards. None reads the trace file or the
+graph again.
 """

@@ -174,7 +174,7 @@ def inferred_match(trace: Trace, graphs: dict[int, PreparedGraph], tolerance_us:
     unmatched = set(mt.unmatched) | set(mt.other_graph_launches)
     if unmatched:  # events of launches left out are neither graph work analysed nor "other"
         other += int(np.isin(trace.correlation, list(unmatched)).sum())
-    return EventMatch(cat(evs), cat(nodes), cat(gids), other, cat(grp), cat(slots), mt.groups), notes
+    return EventMatch(cat(evs), cat(nodes), cat(gids), other, cat(grp), cat(slots), tuple(mt.groups)), notes
 
 
 def graph_events(trace: Trace, g: GraphData, *, tolerance_us: float = DEFAULT_TOLERANCE_US
@@ -218,8 +218,8 @@ def drop_incomplete(trace: Trace, m: EventMatch, graphs: dict[int, PreparedGraph
         lacking = ~seen[np.ix_(bad, pg.gpu_nodes)]
         missing = pg.gpu_nodes[lacking.any(axis=0)]
         corr = trace.correlation[m.ev[first[reps[bad]]]]
-        out.append(Incomplete(gid, len(bad), len(reps), [pg.g.nodes[int(i)].tools_id for i in missing[:20]],
-                              [int(c) for c in corr[:5]]))
+        out.append(Incomplete(gid, len(bad), len(reps), tuple(pg.g.nodes[int(i)].tools_id for i in missing[:20]),
+                              tuple(int(c) for c in corr[:5])))
     if not out:
         return m, []
     return m.select(keep), out

@@ -8,7 +8,8 @@ fake serializations, and says so.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -23,15 +24,35 @@ ESTIMATE_REPLAYS = 32
 ESTIMATE_FINDINGS = 20
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """What re-scheduling sampled replays gave; ``deps.analyze`` builds its result from it. Per
+    replay (dense replay id), NaN (``filled``: False) where the replay was not re-scheduled."""
+
+    cost: Mapping[str, Any]  # the deps document's "cost" (empty: nothing estimated)
+    span_us: np.ndarray  # the list schedule's span with the observed serializations
+    saving_us: np.ndarray  # how much shorter the schedule is without any fake serialization (or inferred wait)
+    filled: np.ndarray  # the kernels' area is close to the span: the GPU was full
+    finding_saving_us: Mapping[int, float]  # index into the findings -> mean saving without that one
+    wait_saving_us: Mapping[int, float]  # index into the inferred waits -> mean saving without that one
+
+
+def nothing(n_rep: int) -> Estimate:
+    """No estimate (``analyze(..., estimate=False)``): every figure unknown."""
+    return Estimate({}, np.full(n_rep, np.nan), np.full(n_rep, np.nan), np.zeros(n_rep, dtype=bool), {}, {})
+
+
 def estimate(prepared: dict[int, PreparedGraph], m: EventMatch, start: np.ndarray, end: np.ndarray, replay: np.ndarray,
              span: np.ndarray, a: np.ndarray, b: np.ndarray, kind: np.ndarray, pair: np.ndarray,
-             findings: list[Finding], waits: list[InferredWait], cover: np.ndarray,
-             wait_pairs: tuple[np.ndarray, np.ndarray, np.ndarray], est: np.ndarray, saving: np.ndarray,
-             filled: np.ndarray) -> dict[str, Any]:
-    """Re-schedule sampled replays with and without fake serializations (cgtool.inspect.cost)."""
+             findings: Sequence[Finding], waits: Sequence[InferredWait], cover: np.ndarray,
+             wait_pairs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Estimate:
+    """Re-schedule sampled replays with and without fake serializations (cgtool.inspect.cost): per
+    replay, and per finding and wait for the ``ESTIMATE_FINDINGS`` of each that waited longest."""
     n_rep = len(span)
     if n_rep == 0:
-        return {}
+        return nothing(0)
+    est, saving = np.full(n_rep, np.nan), np.full(n_rep, np.nan)  # per replay, filled in for those re-scheduled
+    filled = np.zeros(n_rep, dtype=bool)
     # Serializations that order events: true and fake lane pairs, and (streams) inferred waits.
     # Each is tagged with the finding it belongs to (fake ones) or -1 (true: implied by the graph).
     n_find = len(findings)
@@ -82,15 +103,11 @@ def estimate(prepared: dict[int, PreparedGraph], m: EventMatch, start: np.ndarra
         for t in tags:
             if t in present:
                per_tag[t].append(max(0.0, with_all - rm.span(drop=t)))
-    for t, vals in per_tag.items():
-        if t < n_find:
-            findings[t].saving_us = float(np.mean(vals))
-        else:
-            waits[t - n_find].saving_us = float(np.mean(vals))
+    mean_of = {t: float(np.mean(vals)) for t, vals in per_tag.items()}
     done = ~np.isnan(saving)
     mean_span = float(span[done].mean()) if done.any() else 0.0
     mean_saving = float(saving[done].mean()) if done.any() else 0.0
-    return {
+    cost = {
         "replays_estimated": int(done.sum()),
         "estimated_span_us": round(float(est[done].mean()), 3) if done.any() else None,
         "saving_us": round(mean_saving, 3),
@@ -99,5 +116,7 @@ def estimate(prepared: dict[int, PreparedGraph], m: EventMatch, start: np.ndarra
         "gpu_filled": bool(done.any() and filled[done].mean() >= 0.5),
         "area_known": not sm_unknown,
     }
+    return Estimate(cost, est, saving, filled, {t: v for t, v in mean_of.items() if t < n_find},
+                    {t - n_find: v for t, v in mean_of.items() if t >= n_find})
 
 

@@ -26,7 +26,7 @@ KINDS = (DepKind.TRUE, DepKind.FAKE, DepKind.UNDECIDED)
 CERTS = (Certainty.EXACT, Certainty.UNIQUE, Certainty.INVARIANT, Certainty.UNDECIDED)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Serializations:
     """The serialized pairs (positions into the matched events) and their aggregation."""
 
@@ -35,7 +35,7 @@ class Serializations:
     kind: np.ndarray  # index into KINDS
     pair: np.ndarray  # index into ``findings``
     wait: np.ndarray  # µs B sat ready (fake ones; 0 for the others)
-    findings: list[Finding]
+    findings: tuple[Finding, ...]  # without their estimated savings (``saving``: deps.analyze adds them)
 
 
 def serializations(trace: Trace, prepared: dict[int, PreparedGraph], m: EventMatch, replay: np.ndarray,
@@ -81,7 +81,7 @@ def serializations(trace: Trace, prepared: dict[int, PreparedGraph], m: EventMat
             None if c < 0 else c, int(trace.stream[ev[b[j]]]), int(counts[k]),
             float(gaps[k] / counts[k]), float(waits[k]), pg.name(na), pg.name(nb),
             CERTS[int(cert[j])].value, int(n_assign[j])))
-    return Serializations(a, b, kind, pair, wait, findings)
+    return Serializations(a, b, kind, pair, wait, tuple(findings))
 
 
 def certainty(m: EventMatch, prepared: dict[int, PreparedGraph], a: np.ndarray,

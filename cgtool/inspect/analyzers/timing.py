@@ -57,7 +57,7 @@ def measured_critical_path(g: GraphData, order: Sequence[int], S: np.ndarray, E:
     return costmod.critical_path([n.dependencies for n in g.nodes], order, dur)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Timing:
     """Per matched event: when its node became ready; per replay: span and critical path."""
 

@@ -61,11 +61,11 @@ EXACT_ANSWER = ("`cgtool trace` the same workload (its traces carry hardware cha
                 "the settings by measured span: `cgtool deps A --compare B`")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Waits:
     """The late starts of the matched events, sorted into the two kinds, with their pairs."""
 
-    waits: list[InferredWait]  # behind unrelated work, one per distinct (graph, B, A), longest first
+    waits: tuple[InferredWait, ...]  # behind unrelated work, one per distinct (graph, B, A), longest first
     b: np.ndarray  # positions of B of each wait occurrence
     a: np.ndarray  # positions of the item it waited behind
     index: np.ndarray  # index into ``waits`` of each occurrence
@@ -131,7 +131,7 @@ def inferred_waits(prepared: dict[int, PreparedGraph], m: EventMatch, start: np.
     wait_of = np.where(start - ready > max(tol, LATE_US), start - ready, 0.0)
     reason = UNKNOWN_COVER_REASON if np.isnan(cover).any() else None
     if not len(late):
-        return Waits([], empty, empty, empty, empty, wait_of, reason)
+        return Waits((), empty, empty, empty, empty, wait_of, reason)
     order = np.lexsort((start, end, replay))
     rep_sorted, end_sorted = replay[order], end[order]
     bounds = np.searchsorted(rep_sorted, np.arange(int(replay.max()) + 2))
@@ -180,7 +180,7 @@ def inferred_waits(prepared: dict[int, PreparedGraph], m: EventMatch, start: np.
         reason = "; or ".join(why)
     kb, ka_ = qb[~told], qa[~told]
     if not len(kb):
-        return Waits([], empty, empty, empty, cannot, wait_of, reason, launch_b)
+        return Waits((), empty, empty, empty, cannot, wait_of, reason, launch_b)
     gcode = np.searchsorted(np.array(sorted(prepared), dtype=np.int64), graph[kb])
     key, first = dense(gcode, node[kb], node[ka_])
     rank = np.empty(len(first), np.int64)
@@ -195,13 +195,11 @@ def inferred_waits(prepared: dict[int, PreparedGraph], m: EventMatch, start: np.
         pg = prepared[gid]
         nb, na = int(node[kb[j]]), int(node[ka_[j]])
         waits.append(InferredWait(gid, pg.g.nodes[nb].tools_id, pg.g.nodes[na].tools_id, count=c, wait_us=t,
-                                  after_name=pg.name(nb), behind_name=pg.name(na)))
+                                  after_name=pg.name(nb), behind_name=pg.name(na), certainty=wait_certainty(m, gid)))
     by_wait = sorted(range(len(waits)), key=lambda i: -waits[i].wait_us)
     index = np.empty(len(waits), np.int64)
     index[by_wait] = np.arange(len(waits))
-    for w in waits:
-        w.certainty = wait_certainty(m, w)
-    return Waits([waits[i] for i in by_wait], kb, ka_, index[key], cannot, wait_of, reason, launch_b)
+    return Waits(tuple(waits[i] for i in by_wait), kb, ka_, index[key], cannot, wait_of, reason, launch_b)
 
 
 def total_in_order(values: np.ndarray) -> float:
@@ -232,11 +230,11 @@ def gpu_was_full_many(b: np.ndarray, order: np.ndarray, bounds: np.ndarray, repl
     return out
 
 
-def wait_certainty(m: EventMatch, w: InferredWait) -> str:
-    """How sure the node match behind a wait is (the wait itself is inferred from timing)."""
+def wait_certainty(m: EventMatch, graph_id: int) -> str:
+    """How sure the node match behind a wait in graph ``graph_id`` is (the wait itself is inferred from timing)."""
     if m.group is None:
         return Certainty.EXACT.value
-    gs = [lg for lg in m.groups if lg.graph_id == w.graph_id]
+    gs = [lg for lg in m.groups if lg.graph_id == graph_id]
     if all(lg.certainty is Certainty.UNIQUE for lg in gs):
         return Certainty.UNIQUE.value
     # Several assignments: interchangeable chains keep every wait as it is; other alternatives may not.
