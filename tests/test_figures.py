@@ -405,3 +405,40 @@ def test_no_part_of_a_result_can_be_changed(tmp_path: Path) -> None:
     doc["cost"]["saving_us"] = -1.0
     doc["incomplete_replays"][0]["missing"].append(0)
     assert json.dumps(res.to_json()) == before
+
+
+def test_the_certainty_of_each_serialization_over_several_launch_groups():
+    """``certainty`` on hand-made launch groups of one graph (0 -> 1, and 2 unrelated): group 0 has no
+    serialization, group 1 two assignments that agree, group 2 two that disagree, group 3 one
+    assignment; group 1 counts more assignments than int64 holds. Each serialization's certainty is
+    the brute force's over its group's assignments (networkx paths), and its count is the group's,
+    capped at 2**62 (what an int64 column holds with room)."""
+    from types import SimpleNamespace
+
+    from cgtool.inspect.analyzers.serializations import CERTS, certainty
+    from cgtool.inspect.match import LaunchGroup
+    from cgtool.inspect.results import Certainty, EventMatch
+
+    dag = nx.DiGraph([(0, 1)])
+    dag.add_node(2)
+    reach = SimpleNamespace(reachable_many=np.vectorize(lambda u, v: bool(nx.has_path(dag, int(u), int(v)))))
+    prepared = {GID: SimpleNamespace(reach=reach)}
+    sols = [np.array([[0, 1]]), np.array([[0, 1], [0, 1]]), np.array([[0, 1], [2, 1]]), np.array([[0, 1]])]
+    counts = [1, 2**70, 500, 1]
+    groups = tuple(LaunchGroup(GID, (k,), np.array([[2 * k], [2 * k + 1]]), s, n, True)
+                   for k, (s, n) in enumerate(zip(sols, counts)))
+    ev = np.arange(8)
+    m = EventMatch(ev, np.array([0, 1] * 4), np.full(8, GID), 0, group=ev // 2, slot=ev % 2, groups=groups)
+    a, b = np.array([2, 4, 6]), np.array([3, 5, 7])  # slot 0 -> slot 1 in groups 1, 2 and 3
+    cert, n_assign = certainty(m, prepared, a, b)
+    want_cert, want_n = [], []
+    for x, y in zip(a.tolist(), b.tolist()):
+        lg = groups[x // 2]
+        verdicts = {nx.has_path(dag, int(s[x % 2]), int(s[y % 2])) for s in lg.solutions}
+        c = (Certainty.UNIQUE if lg.assignments == 1 else Certainty.INVARIANT if len(verdicts) == 1
+             else Certainty.UNDECIDED)
+        want_cert.append(CERTS.index(c))
+        want_n.append(min(lg.assignments, 2**62))
+    assert cert.tolist() == want_cert and n_assign.tolist() == want_n
+    assert want_n == [2**62, 500, 1] and [CERTS[c] for c in want_cert] == [
+        Certainty.INVARIANT, Certainty.UNDECIDED, Certainty.UNIQUE]
