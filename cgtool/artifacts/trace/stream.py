@@ -5,6 +5,7 @@ What it does not handle goes through the whole-document reader (``decode._load``
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import re
 from pathlib import Path
@@ -94,7 +95,7 @@ _probe = msgspec.json.Decoder(_Probe)
 class _Buf:
     """A growing window on a stream of pieces: ``b`` holds the stream from offset ``off`` on.
 
-    ``b`` is a memoryview of the first bytes of one bytearray kept for the whole reading (it grows
+    ``b`` is a memoryview of the first bytes of one buffer kept for the whole reading (it grows
     only for an event longer than the window). A plain file is read straight into it (``readinto``:
     the Source's ``reader()``); other sources' pieces are copied into it. Forgetting the front
     moves the rest (the part of a window after its last whole event: small) to its start.
@@ -106,7 +107,7 @@ class _Buf:
                  readinto: Callable[[memoryview], int] | None = None) -> None:
         self.it = pieces
         self.readinto = readinto
-        self._store = bytearray(2 * WINDOW + (1 << 16))
+        self._store = _zeroed(2 * WINDOW + (1 << 16))
         self._view = memoryview(self._store)
         self._n = 0
         self.b = self._view[:0]
@@ -116,7 +117,7 @@ class _Buf:
     def _room(self, k: int) -> None:
         """At least ``k`` bytes free after the data (a bigger store: the old one is left to views of it)."""
         if self._n + k > len(self._store):
-            store = bytearray(max(2 * len(self._store), self._n + k))
+            store = _zeroed(max(2 * len(self._store), self._n + k))
             store[:self._n] = self._view[:self._n]
             self._store, self._view = store, memoryview(store)
 
@@ -162,6 +163,13 @@ class _Buf:
             self._n = rest
             self.off += k
             self.b = self._view[:rest]
+
+
+def _zeroed(n: int) -> mmap.mmap:
+    """``n`` writable zero bytes as an anonymous mapping, whose pages the kernel provides as they are
+    first touched. A bytearray of the window's size was zero-filled whole for every trace read:
+    2.6 ms a read (16 MiB), most of reading a trace of a few KB (docs/performance.md#hand-written-code)."""
+    return mmap.mmap(-1, n)
 
 
 def _find_events(buf: _Buf) -> int:
