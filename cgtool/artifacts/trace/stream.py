@@ -276,9 +276,27 @@ def _stream_events(buf: _Buf, pos: int, acc: _Acc, stop: int | None = None) -> i
 _NON_WS = re.compile(rb"[^ \t\r\n]")
 
 
+_WS = b" \t\r\n"
+_WS_BLOCK = 1 << 20
+
+
 def _skip_ws(b: memoryview, i: int) -> int:
-    m = _NON_WS.search(b, i)
-    return len(b) if m is None else m.start()
+    """Index of the first byte from ``i`` on that is not JSON whitespace (``len(b)`` if none). A long
+    run of whitespace (padding, a whitespace bomb) is crossed a block at a time by
+    ``bytes.translate``, which deletes it ~4x faster than the pattern searches it (256 MiB of
+    spaces: ~0.55 s against ~2 s; docs/performance.md#hand-written-code)."""
+    n = len(b)
+    m = _NON_WS.search(b, i, min(n, i + 4096))
+    if m is not None:
+        return m.start()
+    j = min(n, i + 4096)
+    while j < n:
+        block = b[j:j + _WS_BLOCK].tobytes()
+        if block.translate(None, _WS):  # something else in this block: the pattern says where
+            m = _NON_WS.search(b, j, j + len(block))
+            return j + len(block) if m is None else m.start()
+        j += len(block)
+    return n
 
 
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
