@@ -167,8 +167,8 @@ class _Buf:
 
 def _zeroed(n: int) -> mmap.mmap:
     """``n`` writable zero bytes as an anonymous mapping, whose pages the kernel provides as they are
-    first touched. A bytearray of the window's size was zero-filled whole for every trace read:
-    2.6 ms a read (16 MiB), most of reading a trace of a few KB (docs/performance.md#hand-written-code)."""
+    first touched. A bytearray of the window's size was zero-filled whole for every trace read,
+    most of the time of reading a small trace (docs/performance.md#hand-written-code)."""
     return mmap.mmap(-1, n)
 
 
@@ -283,8 +283,8 @@ _WS_BLOCK = 1 << 20
 def _skip_ws(b: memoryview, i: int) -> int:
     """Index of the first byte from ``i`` on that is not JSON whitespace (``len(b)`` if none). A long
     run of whitespace (padding, a whitespace bomb) is crossed a block at a time by
-    ``bytes.translate``, which deletes it ~4x faster than the pattern searches it (256 MiB of
-    spaces: ~0.55 s against ~2 s; docs/performance.md#hand-written-code)."""
+    ``bytes.translate``, which deletes it faster than the pattern searches it
+    (docs/performance.md#hand-written-code)."""
     n = len(b)
     m = _NON_WS.search(b, i, min(n, i + 4096))
     if m is not None:
