@@ -154,13 +154,14 @@ def test_fast_parser_takes_the_usual_lines() -> None:
 # ------------------------------------------------------- an install without cgtool's dependencies
 
 @pytest.mark.parametrize("blocked", ["typer", "rich", "networkx", "msgspec"])
-@pytest.mark.parametrize("args", [["--version"], ["topo", "g.json"], ["record", "--", "no_such_program.py"],
+@pytest.mark.parametrize("args", [["--version"], ["report", "g.json"], ["record", "--", "no_such_program.py"],
                                   ["record", "--help"]])
 @pytest.mark.subprocess
 def test_a_missing_dependency_is_one_paragraph_and_exit_2(blocked: str, args: list[str]) -> None:
     """`pip install --no-deps cgtool`, or a dependency removed since: whichever import of it fails
     first (loading the app, a command, the error paragraph itself), the user reads which package is
-    missing and how to install it, never a traceback."""
+    missing and how to install it, never a traceback. `report` is the command that imports networkx
+    (its layout) before it reads its input."""
     code = (f"import sys; sys.modules[{blocked!r}] = None; "  # `import {blocked}` now fails as if absent
             f"from cgtool.cli.entry import main; main({args!r})")
     p = _run(code)

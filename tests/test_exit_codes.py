@@ -215,15 +215,16 @@ args = sys.argv[1:]
 n = int(next(a for a in args if a.startswith("--nproc-per-node=")).split("=")[1])
 cmd = args[next(i for i, a in enumerate(args) if a == "-m"):]
 log = os.environ["FAKE_TORCHRUN_LOG"]
+if os.environ.get("FAKE_TORCHRUN_HANG"):  # its handlers in place before the log says it runs
+    def stop(signum, frame):
+        sys.exit(1)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
 with open(log + ".part", "w") as f:  # renamed when complete: the test polls for the log
     json.dump({"argv": args, "pid": os.getpid(), "status_dir": os.environ.get("CGTOOL_RANK_STATUS_DIR"),
                "nccl_nvls": os.environ.get("NCCL_NVLS_ENABLE")}, f)
 os.replace(log + ".part", log)
 if os.environ.get("FAKE_TORCHRUN_HANG"):
-    def stop(signum, frame):
-        sys.exit(1)
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     while True:
         time.sleep(0.1)
 env = dict(os.environ)  # the ranks see the real environment, without this stand-in torch
@@ -307,8 +308,7 @@ def test_a_signal_reaches_torchrun_and_no_child_is_left(tmp_path, torchrun, sig,
     while not torchrun[1].exists():
         assert p.poll() is None and time.monotonic() - t0 < 60, p.communicate()
         time.sleep(0.05)
-    time.sleep(0.3)
-    pid = json.loads(torchrun[1].read_text())["pid"]
+    pid = json.loads(torchrun[1].read_text())["pid"]  # the log is written once its handlers are set
     if group:
         os.killpg(p.pid, sig)
     else:

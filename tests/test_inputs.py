@@ -4,6 +4,7 @@ on every input in tests/data, and the figures the commands share checked equal a
 
 from __future__ import annotations
 
+import functools
 import gzip
 import html
 import json
@@ -58,6 +59,7 @@ def _load(p: Path) -> Any:
         return None
 
 
+@functools.cache  # the files under tests/data do not change: each is parsed once a process
 def _file_kind(p: Path) -> str | None:
     d = _load(p)
     if not isinstance(d, dict):
@@ -73,6 +75,7 @@ def _file_kind(p: Path) -> str | None:
     return None
 
 
+@functools.cache
 def _ranked(p: Path, folder: Path) -> bool:
     d = _load(p)
     return bool(re.search(r"rank[_-]?\d+", str(p.relative_to(folder)))) or (

@@ -68,7 +68,8 @@ def _dags(draw):
 @given(_dags())
 def test_max_concurrency_is_the_largest_antichain_by_brute_force(dag):
     """The width (Kuhn's matching over bitsets) against the largest antichain found by trying every
-    set of nodes, largest first, on random DAGs: no two nodes of it joined by a path (networkx)."""
+    set of nodes, largest first, on random DAGs: no two nodes of it joined by a path (networkx);
+    and the components and edges (a walk over the edges) against networkx's count."""
     from itertools import combinations
 
     n, edges = dag
@@ -78,7 +79,9 @@ def test_max_concurrency_is_the_largest_antichain_by_brute_force(dag):
     closure = nx.transitive_closure_dag(G)
     want = next(k for k in range(n, 0, -1) for c in combinations(range(n), k)
                 if not any(closure.has_edge(a, b) or closure.has_edge(b, a) for a, b in combinations(c, 2)))
-    assert analyze(from_edges(n, edges)).max_concurrency == want
+    t = analyze(from_edges(n, edges))
+    assert t.max_concurrency == want
+    assert (t.components, t.edges) == (nx.number_weakly_connected_components(G), G.number_of_edges())
 
 
 def test_measured_critical_path(data_dir):

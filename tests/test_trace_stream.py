@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 
 import pytest
 
@@ -234,3 +235,25 @@ def test_the_model_types_import_without_the_readers():
     before, after = json.loads(out)
     assert before == ["cgtool.artifacts.trace", "cgtool.artifacts.trace.model"]
     assert {"cgtool.artifacts.trace.stream", "cgtool.artifacts.trace.decode"} <= set(after)
+
+
+def test_skip_ws_finds_what_the_pattern_finds():
+    """``_skip_ws`` (the pattern for the first 4 KiB, then ``bytes.translate`` a MiB at a time)
+    against one search of the whole buffer for a byte that is not JSON whitespace, across its
+    block edges."""
+    import random
+
+    from cgtool.artifacts.trace.stream import _skip_ws
+
+    rnd = random.Random(1)
+    for _ in range(120):
+        n = rnd.choice([0, 1, 4095, 4096, 4097, (1 << 20) + 4095, (1 << 20) + 4096, (2 << 20) + 4100])
+        buf = bytearray(b" " * n)
+        for k in rnd.sample(range(n), min(n, 20)):
+            buf[k] = rnd.choice(b"\t\r\n ")
+        i = rnd.choice([0, rnd.randrange(n + 1)])
+        at = i + rnd.choice([rnd.randrange(n + 1), 4095, 4096, (1 << 20) + 4095, (1 << 20) + 4096])
+        if at < n and rnd.random() < 0.8:  # else whitespace to the end
+            buf[at] = ord("x")
+        m = re.compile(rb"[^ \t\r\n]").search(buf, i)
+        assert _skip_ws(memoryview(bytes(buf)), i) == (n if m is None else m.start()), (n, i)

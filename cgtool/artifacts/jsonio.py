@@ -118,7 +118,11 @@ def memory_bound(avail: int | None) -> int | None:
     without outgrowing ``avail``, the memory available: 1/HOLD_FACTOR of it (at least 64 MiB).
     Whatever ``--max-bytes`` says, reading stops there with a message, not the kernel's
     out-of-memory killer. None: unknown."""
-    return None if avail is None else max(avail // HOLD_FACTOR, 64 * 1024**2)
+    return None if avail is None else max(avail // HOLD_FACTOR, MEMORY_BOUND_FLOOR)
+
+
+#: The least ``memory_bound`` says: a document up to this size is read whole without asking.
+MEMORY_BOUND_FLOOR = 64 * 1024**2
 
 
 def _suggest_cap(cap: int) -> str:
@@ -194,16 +198,27 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int | None = DEFAULT_
 
 
 def read_whole(src: "Source") -> bytearray:
-    """All of ``src``'s content in one buffer, within ``memory_bound`` (whatever its cap)."""
-    avail = memory_available()
-    bound = memory_bound(avail)
-    if avail is not None and bound is not None and src.size is not None and src.size > bound:
-        raise _too_big_for_memory(src.path, src.size, avail, False)
+    """All of ``src``'s content in one buffer, within ``memory_bound`` (whatever its cap). The
+    memory is asked about once the content passes ``MEMORY_BOUND_FLOOR`` (the bound is never less):
+    reading /proc and the cgroup's files took longer than reading a small document."""
+    avail: int | None = None
+    bound: int | None = None
+    asked = False
+    size = src.size
+    if size is not None and size > MEMORY_BOUND_FLOOR:
+        avail, asked = memory_available(), True
+        bound = memory_bound(avail)
+        if avail is not None and bound is not None and size > bound:
+            raise _too_big_for_memory(src.path, size, avail, False)
     out = bytearray()
     for piece in src.pieces():
         out += piece
-        if avail is not None and bound is not None and len(out) > bound:
-            raise _too_big_for_memory(src.path, len(out), avail, src.gzip)
+        if len(out) > MEMORY_BOUND_FLOOR:
+            if not asked:
+                avail, asked = memory_available(), True
+                bound = memory_bound(avail)
+            if avail is not None and bound is not None and len(out) > bound:
+                raise _too_big_for_memory(src.path, len(out), avail, src.gzip)
     return out
 
 

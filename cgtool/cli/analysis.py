@@ -152,7 +152,6 @@ def topo(
 ) -> None:
     """Topology: depth, width, forks and joins, redundant edges, critical path."""
     from cgtool.artifacts.jsonio import write_json
-    from cgtool.inspect import topo as _topo  # noqa: F401 (networkx: a missing install is said before reading)
     from cgtool.inspect.files import graph_views
     from cgtool.report.tables import topo_table
 

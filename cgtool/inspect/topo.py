@@ -1,4 +1,4 @@
-"""Topology of a graph export (networkx for components and the exact width; the rest is linear).
+"""Topology of a graph export (linear but for the exact width; no networkx: see ``_components``).
 
 Definitions (the JSON keys of `cgtool topo --json`):
 
@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
-
-import networkx as nx
 
 from cgtool.artifacts.graph import GraphData
 from cgtool.inspect.cost import CriticalPath
@@ -128,13 +126,10 @@ def analyze(g: GraphData, durations_us: Mapping[int, float] | None = None,
     for nd in g.nodes:
         for d in nd.dependents:
             edges_by_type[f"{nd.node_type.value}->{g.nodes[d].node_type.value}"] += 1
-    G = nx.DiGraph()
-    G.add_nodes_from(range(n))
-    G.add_edges_from(g.edges())
-    comps = nx.number_weakly_connected_components(G) if n else 0
+    edges = g.edges()
     return Topology(
         nodes=n,
-        edges=G.number_of_edges(),
+        edges=len(set(edges)),  # an edge listed twice is one edge
         nodes_by_type=dict(Counter(nd.node_type.value for nd in g.nodes)),
         edges_by_type=dict(edges_by_type),
         roots=[nd.index for nd in g.nodes if not nd.dependencies],
@@ -146,12 +141,37 @@ def analyze(g: GraphData, durations_us: Mapping[int, float] | None = None,
         forks=[nd.index for nd in g.nodes if len(nd.dependents) > 1],
         joins=[nd.index for nd in g.nodes if len(nd.dependencies) > 1],
         redundant_edges=redundant,
-        components=comps,
+        components=_components(n, edges),
         critical_path=path,
         critical_path_us=crit_us,
         distinct_kernels=len({nd.kernel_name for nd in g.nodes if nd.kernel_name}),
         tools_ids=[nd.tools_id for nd in g.nodes],
     )
+
+
+def _components(n: int, edges: list[tuple[int, int]]) -> int:
+    """Weakly connected components of nodes ``0..n-1`` joined by ``edges``: a depth-first walk over
+    the edges taken both ways. Hand-written for speed: networkx's count needs a DiGraph built first,
+    and importing networkx was a third of the CPU time of a `cgtool topo` process
+    (docs/performance.md#hand-written-code)."""
+    adj: list[list[int]] = [[] for _ in range(n)]
+    for u, v in edges:
+        adj[u].append(v)
+        adj[v].append(u)
+    seen = bytearray(n)
+    count = 0
+    for s in range(n):
+        if seen[s]:
+            continue
+        count += 1
+        seen[s] = 1
+        stack = [s]
+        while stack:
+            for v in adj[stack.pop()]:
+                if not seen[v]:
+                    seen[v] = 1
+                    stack.append(v)
+    return count
 
 
 def _max_antichain(g: GraphData, reach: Reachability) -> int | None:

@@ -5,6 +5,7 @@ What it does not handle goes through the whole-document reader (``decode._load``
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import re
 from pathlib import Path
@@ -94,7 +95,7 @@ _probe = msgspec.json.Decoder(_Probe)
 class _Buf:
     """A growing window on a stream of pieces: ``b`` holds the stream from offset ``off`` on.
 
-    ``b`` is a memoryview of the first bytes of one bytearray kept for the whole reading (it grows
+    ``b`` is a memoryview of the first bytes of one buffer kept for the whole reading (it grows
     only for an event longer than the window). A plain file is read straight into it (``readinto``:
     the Source's ``reader()``); other sources' pieces are copied into it. Forgetting the front
     moves the rest (the part of a window after its last whole event: small) to its start.
@@ -106,7 +107,7 @@ class _Buf:
                  readinto: Callable[[memoryview], int] | None = None) -> None:
         self.it = pieces
         self.readinto = readinto
-        self._store = bytearray(2 * WINDOW + (1 << 16))
+        self._store = _zeroed(2 * WINDOW + (1 << 16))
         self._view = memoryview(self._store)
         self._n = 0
         self.b = self._view[:0]
@@ -116,7 +117,7 @@ class _Buf:
     def _room(self, k: int) -> None:
         """At least ``k`` bytes free after the data (a bigger store: the old one is left to views of it)."""
         if self._n + k > len(self._store):
-            store = bytearray(max(2 * len(self._store), self._n + k))
+            store = _zeroed(max(2 * len(self._store), self._n + k))
             store[:self._n] = self._view[:self._n]
             self._store, self._view = store, memoryview(store)
 
@@ -162,6 +163,13 @@ class _Buf:
             self._n = rest
             self.off += k
             self.b = self._view[:rest]
+
+
+def _zeroed(n: int) -> mmap.mmap:
+    """``n`` writable zero bytes as an anonymous mapping, whose pages the kernel provides as they are
+    first touched. A bytearray of the window's size was zero-filled whole for every trace read,
+    most of the time of reading a small trace (docs/performance.md#hand-written-code)."""
+    return mmap.mmap(-1, n)
 
 
 def _find_events(buf: _Buf) -> int:
@@ -268,9 +276,27 @@ def _stream_events(buf: _Buf, pos: int, acc: _Acc, stop: int | None = None) -> i
 _NON_WS = re.compile(rb"[^ \t\r\n]")
 
 
+_WS = b" \t\r\n"
+_WS_BLOCK = 1 << 20
+
+
 def _skip_ws(b: memoryview, i: int) -> int:
-    m = _NON_WS.search(b, i)
-    return len(b) if m is None else m.start()
+    """Index of the first byte from ``i`` on that is not JSON whitespace (``len(b)`` if none). A long
+    run of whitespace (padding, a whitespace bomb) is crossed a block at a time by
+    ``bytes.translate``, which deletes it faster than the pattern searches it
+    (docs/performance.md#hand-written-code)."""
+    n = len(b)
+    m = _NON_WS.search(b, i, min(n, i + 4096))
+    if m is not None:
+        return m.start()
+    j = min(n, i + 4096)
+    while j < n:
+        block = b[j:j + _WS_BLOCK].tobytes()
+        if block.translate(None, _WS):  # something else in this block: the pattern says where
+            m = _NON_WS.search(b, j, j + len(block))
+            return j + len(block) if m is None else m.start()
+        j += len(block)
+    return n
 
 
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
