@@ -99,9 +99,9 @@ _DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": 
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
     """The cyclic GC off while a snapshot is read: the snapshot makes a Python object per event and
-    frame, which set off full collections over the program's whole heap (2.3 a graph, 27 ms, when
-    recording the GPT-2 decode step: benchmarks/probe_record_capture.py). The objects hold no cycles;
-    they go by reference counting when the read ends."""
+    frame, which set off full collections over the program's whole heap (docs/performance.md,
+    `cgtool record`: what they cost a graph). The objects hold no cycles; they go by reference
+    counting when the read ends."""
     was = gc.isenabled()
     if was:
         gc.disable()
@@ -809,8 +809,8 @@ class InputWatch:
     def _clear_ring(self) -> None:
         """Empty the allocator's history ring once its events were read (the history stays on), so
         that the next snapshot holds only the events since this one: a snapshot turns every event of
-        the ring into Python objects, its stack included, and a full ring (HISTORY_ENTRIES) took tens
-        of milliseconds a graph (benchmarks/probe_record_capture.py). Only the checks' own history is
+        the ring into Python objects, its stack included, and a full ring (HISTORY_ENTRIES) cost every
+        graph's instantiation (docs/performance.md). Only the checks' own history is
         emptied (never one the program set). An event another thread adds between the snapshot and
         the clear is lost; a watched block it freed is then found from the allocator's state at the
         next check (:meth:`_verify_blocks`, as for a ring that overflowed)."""
