@@ -261,7 +261,7 @@ def recorded_pools(folder: Path) -> list[str | None]:
     ``p<PID>/index.json``)."""
     from cgtool.artifacts.recording import load_recordings
 
-    return [g.get("pool") for rec in load_recordings(folder) for g in rec.graphs]
+    return [g.pool for rec in load_recordings(folder) for g in rec.graphs]
 
 
 def _cgtool(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
