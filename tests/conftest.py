@@ -184,6 +184,29 @@ def fake(monkeypatch):
     return f
 
 
+def _stuck_tree(p: subprocess.Popen, out: Path) -> str:
+    """A recorded program that did not end in time: where each of its processes is. SIGQUIT to its
+    session makes each recorded process write its threads' stacks into its folder's stacks.txt (the
+    recorder's faulthandler), then SIGKILL ends them; the processes still there, their stacks and
+    what the launcher printed are the failure's message."""
+    import signal
+    import time
+
+    ps = subprocess.run(["ps", "-s", str(p.pid), "-o", "pid,ppid,stat,etimes,args"], capture_output=True,
+                        text=True).stdout
+    for sig in (signal.SIGQUIT, signal.SIGKILL):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            break
+        time.sleep(2.0 if sig == signal.SIGQUIT else 0.0)
+    stdout, stderr = p.communicate()
+    stacks = "\n".join(f"--- {f.relative_to(out)}\n{f.read_text(errors='replace')[-4000:]}"
+                        for f in sorted(out.glob("*/stacks.txt")))
+    return (f"the recorded program did not end in time; its processes then:\n{ps}\n"
+            f"their stacks (SIGQUIT):\n{stacks or '(none written)'}\nstderr:\n{stderr[-3000:]}")
+
+
 @pytest.fixture
 def record_fake(tmp_path):
     """``record_fake(PROGRAM, ...)``: `cgtool record -o TMP/rec -- PROGRAM` in a subprocess, every
@@ -203,10 +226,17 @@ def record_fake(tmp_path):
                                + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
         env = dict(os.environ, PYTHONPATH=path, CGTOOL_RECORD_SUBSCRIBER="cupti-python", COLUMNS="200",
                    **{RESULTS_ENV: str(results)})
-        p = subprocess.run([sys.executable, "-c", RECORD_DRIVER, "record", "-o", str(out), *extra, "--",
-                            *map(str, program)], env=env, capture_output=True, text=True, timeout=timeout,
-                           cwd=tmp_path)
-        return p, out
+        args = [sys.executable, "-c", RECORD_DRIVER, "record", "-o", str(out), *extra, "--", *map(str, program)]
+        with subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=tmp_path, start_new_session=True) as p:
+            stuck = None
+            try:
+                stdout, stderr = p.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                stuck = _stuck_tree(p, out)
+        if stuck is not None:
+            pytest.fail(stuck, pytrace=False)
+        return subprocess.CompletedProcess(args, p.returncode, stdout, stderr), out
 
     run.results = lambda: read_results(str(results))  # type: ignore[attr-defined]
     return run
