@@ -31,8 +31,9 @@ def test_cudagraph_skip_messages_reach_the_recorder(tmp_path):
     rec = Recorder(str(tmp_path), program=["prog.py"])
     rec._install_skip_handler()
     cudagraph_utils.log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to mutated inputs (test)")
-    assert [s["reason"] for s in rec.skips] == ["skipping cudagraphs due to mutated inputs (test)"]
-    assert rec.skips[0]["site"]["file"] == __file__  # the line that was being compiled: this test's
+    assert [s.reason for s in rec.skips] == ["skipping cudagraphs due to mutated inputs (test)"]
+    site = rec.skips[0].site
+    assert site is not None and site.file == __file__  # the line that was being compiled: this test's
 
 
 def test_record_function_ranges_are_named():

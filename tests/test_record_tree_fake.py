@@ -362,3 +362,50 @@ def test_a_python_child_given_pythonpath_from_sys_path_is_recorded(tmp_path: Pat
     tree, _ = tree_and_indexes(out)
     followed = {pr["pid"] for pr in tree["processes"] if pr["followed"]}
     assert {r["pid"] for r in res} <= followed, tree["processes"]
+
+
+_THREADS = r'''
+import json, os, signal, threading, time
+
+def blocked(pid, tid):
+    with open(f"/proc/{pid}/task/{tid}/status") as f:
+        return next(int(ln.split()[1], 16) for ln in f if ln.startswith("SigBlk:"))
+
+deadline = time.time() + 30
+while not any(t.name == "cgtool-record-watchdog" for t in threading.enumerate()) and time.time() < deadline:
+    time.sleep(0.05)
+me, launcher = os.getpid(), os.getppid()
+mine = {t.name: blocked(me, t.native_id) for t in threading.enumerate()}
+theirs = [blocked(launcher, int(t)) for t in os.listdir(f"/proc/{launcher}/task") if int(t) != launcher]
+print("THREADS " + json.dumps({"mine": mine, "launcher_main": blocked(launcher, launcher), "launcher": theirs}))
+'''
+
+
+@pytest.mark.subprocess
+def test_the_recorders_threads_leave_signals_to_the_programs(tmp_path: Path, record_fake: Any) -> None:
+    """A signal sent to a process goes to any one of its threads that does not block it, and Python
+    runs its handlers only in the main thread: every thread of the recorder (the writer, the
+    --hang-after watchdog; the launcher's process watcher) blocks the signals that come from outside,
+    so SIGTERM reaches a main thread waiting in C (a pool worker in its queue's lock) as it would
+    without the recorder. The masks are the kernel's (/proc/PID/task/TID/status)."""
+    import signal
+
+    prog = tmp_path / "threads.py"
+    prog.write_text(_THREADS)
+    p, _ = record_fake(["python", prog], extra=["--hang-after", "30"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("THREADS "))
+    got = json.loads(line[len("THREADS "):])
+
+    def blocks(mask: int, sig: signal.Signals) -> bool:
+        return bool(mask >> (sig - 1) & 1)
+
+    outside = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGCHLD]
+    recorder = {n: m for n, m in got["mine"].items() if n.startswith("cgtool-record-")}
+    assert set(recorder) == {"cgtool-record-writer", "cgtool-record-watchdog"}, got
+    for name, mask in [*recorder.items(), *(("launcher thread", m) for m in got["launcher"])]:
+        assert all(blocks(mask, s) for s in outside), (name, hex(mask))
+        assert not blocks(mask, signal.SIGSEGV) and not blocks(mask, signal.SIGPIPE), (name, hex(mask))
+    assert got["launcher"], "the launcher watches the program's processes from a thread"
+    for mask in (got["mine"]["MainThread"], got["launcher_main"]):  # the ones that handle them
+        assert not any(blocks(mask, s) for s in outside), hex(mask)

@@ -36,6 +36,31 @@ class ExitState:
         self.pending: int | None = None  # a signal that came during it, acted on once it is done
 
 
+#: Signals that only ever come from outside (kill, a terminal, torchrun, multiprocessing's
+#: terminate()): a thread of the recorder blocks them (:func:`signals_to_other_threads`). The ones a
+#: thread causes itself (a fault, abort(), a write to a closed pipe) stay its own.
+_SYNCHRONOUS = {"SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP", "SIGSYS", "SIGABRT", "SIGPIPE",
+                "SIGKILL", "SIGSTOP"}
+
+
+def signals_to_other_threads() -> None:
+    """Block, in the calling thread (one of the recorder's own), every signal that comes from outside.
+
+    The kernel gives a signal sent to the process to any one thread that does not block it. Python
+    runs its handlers only in the main thread, when it next runs Python code: a signal taken by a
+    recorder thread while the main thread waits in C (``sem_wait`` under a multiprocessing lock,
+    ``waitpid``) sets the handler's flag and nothing more, and the wait goes on. multiprocessing's
+    ``Pool.terminate()`` then waited forever on a recorded pool worker blocked in its queue's lock,
+    whose SIGTERM the recorder's writer thread had taken (where the worker without the recorder dies
+    of it: it has no handler). With every recorder thread blocking them, such signals reach the main
+    thread, or a thread of the program's own, as they would without the recorder."""
+    try:
+        mask = {s for s in signal.valid_signals() if getattr(s, "name", "") not in _SYNCHRONOUS}
+        signal.pthread_sigmask(signal.SIG_BLOCK, mask)
+    except (AttributeError, OSError, ValueError):  # no pthread_sigmask (not POSIX): as before
+        pass
+
+
 def exit_code_of(c: object) -> int:
     """What Python makes of ``sys.exit(c)``: None -> 0, an int as is, anything else printed -> 1."""
     if c is None:

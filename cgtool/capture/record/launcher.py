@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from cgtool.capture.record import stops, tree
+from cgtool.capture.record.exits import signals_to_other_threads
 from cgtool.capture.record.options import PROCESS_ENV, RecordOptions, process_env_value
 from cgtool.errors import CgtoolError, ExitCode, OutputExistsError, UsageError
 
@@ -243,6 +244,7 @@ class Watcher:
             self._thread.join(2)
 
     def _loop(self) -> None:
+        signals_to_other_threads()  # the launcher's main thread forwards them (_wait)
         while not self._stop.is_set():
             self.scan()
             self._stop.wait(tree.SCAN_S)

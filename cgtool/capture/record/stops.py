@@ -36,6 +36,7 @@ from typing import IO, Any
 import msgspec
 
 from cgtool.artifacts.recording import DestroyCall, LastGraph, NcclGraph, Stopping
+from cgtool.capture.record.exits import signals_to_other_threads
 
 #: The signals whose arrival writes the stacks.
 SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
@@ -198,6 +199,7 @@ class Stops:
         return (sum(self._counts.values()), len(tr.graphs), len(tr.captures))
 
     def _watch(self) -> None:
+        signals_to_other_threads()
         assert self.hang_after_s
         s = float(self.hang_after_s)
         poll = min(0.5, s / 4)

@@ -29,6 +29,7 @@ import msgspec
 
 from cgtool.artifacts.recording import ExportRecord, write_atomic
 from cgtool.capture.record import attribution
+from cgtool.capture.record.exits import signals_to_other_threads
 from cgtool.capture.record.tracker import GraphJob, GraphTracker
 
 _MAX_DEFER_S = 2.0
@@ -138,6 +139,7 @@ class Writer:
             self._hurry.wait(min(wait, most - now))
 
     def _loop(self) -> None:
+        signals_to_other_threads()
         while True:
             try:
                 timeout = self.refresh_s if self.refresh_s > 0 else None
