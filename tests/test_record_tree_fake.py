@@ -409,3 +409,44 @@ def test_the_recorders_threads_leave_signals_to_the_programs(tmp_path: Path, rec
     assert got["launcher"], "the launcher watches the program's processes from a thread"
     for mask in (got["mine"]["MainThread"], got["launcher_main"]):  # the ones that handle them
         assert not any(blocks(mask, s) for s in outside), hex(mask)
+
+
+def test_a_fork_holds_outside_signals_until_each_side_is_set_up(monkeypatch: Any) -> None:
+    """``os.fork`` in a recorded process: the forking thread blocks the signals that come from
+    outside (CPython drops, in a child, those its handlers had not run for: a pool worker stopped by
+    ``Pool.terminate()`` before it first ran outlived it); the parent and the child (even when its
+    recording cannot be set up) get their mask back, and a signal that came meanwhile is then
+    delivered, not lost. The masks are the kernel's (``pthread_sigmask``)."""
+    import signal
+    import threading
+
+    from cgtool.capture.record import process
+
+    def broken_setup(*a: Any) -> None:
+        raise OSError("no room")
+
+    rec = types.SimpleNamespace(tracker=types.SimpleNamespace(lock=threading.RLock()), out_dir="/nonexistent/p1",
+                                info=types.SimpleNamespace(argv=["prog"]), after_fork_child=broken_setup)
+    monkeypatch.setattr(process, "current", rec)
+    got: list[int] = []
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    old_handler = signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+    try:
+        for after in (process._after_fork_parent, process._after_fork_child):
+            process._before_fork()
+            during = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            assert {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1} <= during
+            assert signal.SIGSEGV not in during and signal.SIGPIPE not in during
+            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)  # to this thread: it blocks it
+            for _ in range(100):  # Python code runs: a handler would run here if the signal came
+                pass
+            assert got == [], after.__name__
+            after()
+            for _ in range(100):
+                pass
+            assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before, after.__name__
+            assert got == [signal.SIGUSR1], after.__name__  # delivered once the mask is back
+            got.clear()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # whatever failed: the worker's mask as it was
+        signal.signal(signal.SIGUSR1, old_handler)

@@ -54,10 +54,27 @@ def signals_to_other_threads() -> None:
     whose SIGTERM the recorder's writer thread had taken (where the worker without the recorder dies
     of it: it has no handler). With every recorder thread blocking them, such signals reach the main
     thread, or a thread of the program's own, as they would without the recorder."""
+    block_outside_signals()
+
+
+def block_outside_signals() -> set[Any] | None:
+    """Block the signals that come from outside in the calling thread: the mask it had (None where
+    there is no ``pthread_sigmask``), for :func:`restore_signal_mask`."""
     try:
         mask = {s for s in signal.valid_signals() if getattr(s, "name", "") not in _SYNCHRONOUS}
-        signal.pthread_sigmask(signal.SIG_BLOCK, mask)
+        return set(signal.pthread_sigmask(signal.SIG_BLOCK, mask))
     except (AttributeError, OSError, ValueError):  # no pthread_sigmask (not POSIX): as before
+        return None
+
+
+def restore_signal_mask(old: set[Any] | None) -> None:
+    """The calling thread's mask back as :func:`block_outside_signals` found it: a signal that came
+    meanwhile is delivered now."""
+    if old is None:
+        return
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    except (AttributeError, OSError, ValueError):
         pass
 
 

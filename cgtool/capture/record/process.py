@@ -144,10 +144,24 @@ def start_from_environment(t_boot: float | None = None) -> bool:
 
 
 # ------------------------------------------------------------------------------------- forks
+#: The forking thread's signal mask while ``os.fork`` runs (:func:`_before_fork`).
+_fork_mask: dict[str, Any] = {}
+
+
 def _before_fork() -> None:
+    """Before ``os.fork`` in a recorded process: the forking thread blocks the signals that come
+    from outside until each side of the fork has set itself up (``_after_fork_*`` restore its mask).
+
+    Python drops, in a fork's child, every signal its handlers had not run for yet (CPython's
+    ``PyOS_AfterFork_Child``): a SIGTERM sent to a child that had not run since the fork (a forkserver
+    pool worker that ``Pool.terminate()`` stopped before it was first scheduled) was lost, because the
+    recorder's SIGTERM handler, inherited, made it a Python handler's, where without the recorder the
+    default action kills the child. Blocked across the fork, such a signal stays pending and is
+    delivered once the child's mask is restored, after its recording is set up."""
     rec = current
     if rec is None:
         return
+    _fork_mask["old"] = exits.block_outside_signals()
     torch = sys.modules.get("torch")
     try:
         _cuda_at_fork["initialised"] = bool(torch is not None and torch.cuda.is_initialized())
@@ -164,12 +178,14 @@ def _after_fork_parent() -> None:
             rec.tracker.lock.release()
         except RuntimeError:
             pass
+    exits.restore_signal_mask(_fork_mask.pop("old", None))
 
 
 def _after_fork_child() -> None:
     """The child of a fork gets its own recording (a new folder, empty state, a writer of its own)."""
     rec = current
     if rec is None:
+        exits.restore_signal_mask(_fork_mask.pop("old", None))
         return
     try:
         parent = int(_cuda_at_fork.get("parent") or os.getppid())
@@ -186,6 +202,8 @@ def _after_fork_child() -> None:
         rec.after_fork_child(str(folder_for(root, os.getpid())), info)
     except Exception:  # never break the child: it runs unrecorded
         pass
+    finally:
+        exits.restore_signal_mask(_fork_mask.pop("old", None))  # a signal that came since the fork: now
 
 
 def _note_cuda_tries() -> None:
